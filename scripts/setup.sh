@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Creates .venv (or $GLMCOT_VENV) and installs glmcot with its test extras.
+# On a machine without a GPU, torch is pinned to the CPU build 2.13.0 first; a GPU user who already
+# has torch in the environment keeps it (set GLMCOT_KEEP_TORCH=1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv="${GLMCOT_VENV:-.venv}"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+py="$venv/bin/python"
+"$py" -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+if [ "${GLMCOT_KEEP_TORCH:-0}" != "1" ] && ! "$py" -c "import torch" >/dev/null 2>&1; then
+  "$py" -m pip install -q "torch==2.13.0"
+fi
+"$py" -m pip install -q -e ".[dev]"
+echo "$venv"

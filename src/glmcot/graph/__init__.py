@@ -1,0 +1,1 @@
+"""glmcot.graph"""
