@@ -1,0 +1,111 @@
+"""PNG plots (matplotlib, Agg): the latency split of Figure 11 and the ablation bars of Figure 15."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+METHOD_LABELS = {"graphcot": "Graph-CoT", "glm": "GLM", "base": "Base", "text-rag": "Text RAG",
+                 "graph-rag": "Graph RAG"}
+DOMAIN_LABELS = {"dblp": "Academic\n(dblp)", "amazon": "E-commerce\n(amazon)",
+                 "goodreads": "Literature\n(goodreads)", "biomedical": "Healthcare\n(biomedical)",
+                 "legal": "Legal\n(legal)"}
+_LLM_COLOURS = {"graphcot": "#c0504d", "glm": "#1f77b4"}
+_RETRIEVAL_COLOURS = {"graphcot": "#f2b8b6", "glm": "#9ecae1"}
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"font.size": 11, "axes.titlesize": 13, "axes.labelsize": 12})
+    return plt
+
+
+def plot_latency_split(rows: Sequence[dict[str, Any]], path: Path, subtitle: str = "") -> Path:
+    """Per domain, one bar per method: mean LLM time and mean retrieval time per question (s).
+    A dot marks the measured end-to-end latency (LLM and retrieval overlap when pipelined)."""
+    plt = _pyplot()
+    domains = list(dict.fromkeys(r["domain"] for r in rows))
+    methods = [m for m in ("graphcot", "glm") if any(r["method"] == m for r in rows)]
+    methods += [m for m in dict.fromkeys(r["method"] for r in rows) if m not in methods]
+    by_key = {(r["domain"], r["method"]): r for r in rows}
+    fig, ax = plt.subplots(figsize=(10, 5.2), dpi=110)
+    width = 0.8 / max(1, len(methods))
+    for i, method in enumerate(methods):
+        xs, llm, retrieval, total = [], [], [], []
+        for d, domain in enumerate(domains):
+            row = by_key.get((domain, method))
+            if row is None:
+                continue
+            xs.append(d - 0.4 + width * (i + 0.5))
+            llm.append(row.get("llm_time_mean_s") or 0.0)
+            retrieval.append(row.get("retrieval_time_mean_s") or 0.0)
+            total.append(row.get("latency_mean_s") or 0.0)
+        label = METHOD_LABELS.get(method, method)
+        ax.bar(xs, llm, width * 0.95, color=_LLM_COLOURS.get(method), label=f"{label}: LLM inference",
+               edgecolor="black", linewidth=0.5)
+        ax.bar(xs, retrieval, width * 0.95, bottom=llm, color=_RETRIEVAL_COLOURS.get(method),
+               hatch="//", label=f"{label}: retrieval", edgecolor="black", linewidth=0.5)
+        ax.scatter(xs, total, marker="D", s=28, color="black", zorder=3,
+                   label="end-to-end latency (mean)" if i == 0 else None)
+        for x, t in zip(xs, total):
+            ax.annotate(f"{t:.2f}", (x, t), textcoords="offset points", xytext=(0, 5),
+                        ha="center", fontsize=9)
+    ax.set_xticks(range(len(domains)))
+    ax.set_xticklabels([DOMAIN_LABELS.get(d, d) for d in domains])
+    ax.set_ylabel("Mean time per question (s)")
+    ax.set_xlabel("Domain")
+    title = "Latency split per question: LLM inference vs retrieval (cf. paper Fig. 11)"
+    ax.set_title(title + (f"\n{subtitle}" if subtitle else ""))
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_ylim(0, max([r.get("latency_mean_s") or 0 for r in rows] +
+                       [(r.get("llm_time_mean_s") or 0) + (r.get("retrieval_time_mean_s") or 0) for r in rows]
+                       + [1e-3]) * 1.22)
+    ax.legend(fontsize=9, loc="upper left", ncol=2)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_ablation(rows: Sequence[dict[str, Any]], path: Path, subtitle: str = "") -> Path:
+    """One horizontal bar per configuration in four panels: throughput, p50 latency, cache hit rate,
+    tokens per question (cf. paper Fig. 15)."""
+    plt = _pyplot()
+    labels = [r["label"] for r in rows]
+    panels = [
+        ("throughput_qps", "Throughput (questions/s)", 1.0, "{:.2f}"),
+        ("latency_p50_s", "Latency p50 (s)", 1.0, "{:.2f}"),
+        ("cache_hit_rate", "KV cache hit rate (%)", 100.0, "{:.1f}"),
+        ("tokens_per_question", "Tokens per question", 1.0, "{:.0f}"),
+    ]
+    colours = ["#c0504d" if r.get("method") == "graphcot" else ("#1f77b4" if r.get("full") else "#9ecae1")
+               for r in rows]
+    fig, axes = plt.subplots(2, 2, figsize=(12, 2.2 + 0.55 * len(rows) * 2), dpi=110, sharey=True)
+    ys = list(range(len(rows)))[::-1]
+    for ax, (key, title, scale, fmt) in zip(axes.flat, panels):
+        values = [(r.get(key) or 0.0) * scale for r in rows]
+        ax.barh(ys, values, color=colours, edgecolor="black", linewidth=0.5)
+        top = max(values + [1e-9])
+        for y, v in zip(ys, values):
+            ax.text(v + top * 0.01, y, fmt.format(v), va="center", fontsize=9)
+        ax.set_xlim(0, top * 1.18)
+        ax.set_title(title)
+        ax.set_xlabel(title)
+        ax.grid(axis="x", alpha=0.3)
+    for ax in axes[:, 0]:
+        ax.set_yticks(ys)
+        ax.set_yticklabels(labels)
+    fig.suptitle("Ablation: each co-design feature off in turn (cf. paper Fig. 15)"
+                 + (f"\n{subtitle}" if subtitle else ""))
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

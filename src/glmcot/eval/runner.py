@@ -1,0 +1,270 @@
+"""Resumable evaluation runs: one JSON Lines file per method, one row per question, appended
+atomically as each question finishes; a rerun skips the questions already in the file.
+
+Row format ``glmcot.eval/1``: Graph-CoT's ``{qid, question, model_answer, gt_answer}`` plus metrics
+and costs (see docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from glmcot.eval.metrics import as_text, exact_match, rouge_l
+from glmcot.eval.questions import Question
+
+ROW_FORMAT = "glmcot.eval/1"
+FAILURES = ("unexpected_output", "retrieval_error", "code_error", "step_limit", "error")
+
+AnswerFn = Callable[[Question], Any]
+JudgeFn = Callable[[Question, str], "tuple[bool | None, str]"]
+
+
+# ---- JSON Lines with atomic appends -------------------------------------------------------------
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """Reads finished rows. A torn last line (a crash mid-write) is cut off the file so appends stay
+    well-formed; a malformed line elsewhere is an error naming the line."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    complete, _, tail = data.rpartition(b"\n") if b"\n" in data else (b"", b"", data)
+    rows: list[dict[str, Any]] = []
+    for number, raw in enumerate(complete.split(b"\n") if complete else [], 1):
+        if not raw.strip():
+            continue
+        row = _parse_row(raw)
+        if row is None:
+            raise ValueError(f"{path}:{number}: malformed result row; fix or remove that line")
+        rows.append(row)
+    if tail.strip():
+        row = _parse_row(tail)
+        if row is None:  # torn by a crash: drop it, the question reruns
+            _truncate(path, len(data) - len(tail))
+        else:
+            with path.open("ab") as handle:
+                handle.write(b"\n")
+            rows.append(row)
+    return rows
+
+
+def _parse_row(raw: bytes) -> dict[str, Any] | None:
+    try:
+        row = json.loads(raw)
+    except ValueError:
+        return None
+    return row if isinstance(row, dict) and "qid" in row else None
+
+
+def _truncate(path: Path, size: int) -> None:
+    with path.open("r+b") as handle:
+        handle.truncate(size)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+class RowWriter:
+    """Appends one JSON object per line with a single write() on an O_APPEND descriptor, then fsync,
+    so a crash leaves at most one torn line at the end (which read_rows cuts off)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def write(self, row: dict[str, Any]) -> None:
+        data = (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
+        with self._lock:
+            os.write(self._fd, data)
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+    def __enter__(self) -> "RowWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# ---- one question -> one row --------------------------------------------------------------------
+
+def _get(result: Any, name: str, default: Any = None) -> Any:
+    if isinstance(result, dict):
+        return result.get(name, default)
+    return getattr(result, name, default)
+
+
+def make_row(method: str, question: Question, result: Any, wall_s: float,
+             error: str | None = None) -> dict[str, Any]:
+    """Builds the result row from an agent's QuestionResult (or any object with its fields)."""
+    answer = as_text(_get(result, "answer")) if result is not None else ""
+    failure = _get(result, "failure") if result is not None else "error"
+    row = {
+        "format": ROW_FORMAT,
+        "qid": question.qid,
+        "question": question.question,
+        "model_answer": answer,
+        "gt_answer": question.answer,
+        "method": method,
+        "domain": question.domain,
+        "level": question.level,
+        "em": exact_match(answer, question.answer),
+        "rouge_l": round(rouge_l(answer, question.answer), 6),
+        "judge": None,
+        "judge_reply": None,
+        "failure": failure,
+        "error": error,
+        "llm_calls": int(_get(result, "llm_calls", 0) or 0),
+        "prompt_tokens": int(_get(result, "prompt_tokens", 0) or 0),
+        "cached_tokens": int(_get(result, "cached_tokens", 0) or 0),
+        "output_tokens": int(_get(result, "output_tokens", 0) or 0),
+        "latency_s": float(_get(result, "latency_s", None) or wall_s),
+        "llm_time_s": float(_get(result, "llm_time_s", 0.0) or 0.0),
+        "retrieval_time_s": float(_get(result, "retrieval_time_s", 0.0) or 0.0),
+    }
+    return row
+
+
+@dataclass
+class RunOutcome:
+    rows: list[dict[str, Any]]          # one per requested question, in question order
+    new: int                            # questions answered in this run
+    skipped: int                        # questions found finished in the file
+    wall_s: float                       # wall time of this run's new questions
+
+
+def run_method(method: str, questions: Sequence[Question], answer_fn: AnswerFn, out_path: Path, *,
+               concurrency: int = 4, judge_fn: JudgeFn | None = None, resume: bool = True,
+               on_done: Callable[[dict[str, Any]], None] | None = None) -> RunOutcome:
+    """Answers the questions not yet in ``out_path`` with ``concurrency`` workers."""
+    out_path = Path(out_path)
+    if not resume and out_path.exists():
+        out_path.unlink()
+    finished = {str(r["qid"]): r for r in read_rows(out_path) if r.get("method", method) == method}
+    todo = [q for q in questions if q.qid not in finished]
+    new_rows: dict[str, dict[str, Any]] = {}
+
+    def work(question: Question) -> dict[str, Any]:
+        start = time.perf_counter()
+        try:
+            result = answer_fn(question)
+            error = None
+        except Exception as exc:  # one bad question must not sink the run; the row records why
+            result, error = None, f"{type(exc).__name__}: {exc}"
+        row = make_row(method, question, result, time.perf_counter() - start, error)
+        if judge_fn is not None:
+            try:
+                row["judge"], row["judge_reply"] = judge_fn(question, row["model_answer"])
+            except Exception as exc:
+                row["judge_reply"] = f"judge failed: {type(exc).__name__}: {exc}"
+        return row
+
+    start = time.perf_counter()
+    with RowWriter(out_path) as writer, ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        futures = [pool.submit(work, q) for q in todo]
+        for future in as_completed(futures):
+            row = future.result()
+            writer.write(row)
+            new_rows[row["qid"]] = row
+            if on_done is not None:
+                on_done(row)
+    wall = time.perf_counter() - start
+    rows = [new_rows.get(q.qid) or finished[q.qid] for q in questions]
+    return RunOutcome(rows=rows, new=len(todo), skipped=len(questions) - len(todo), wall_s=wall)
+
+
+# ---- summaries -----------------------------------------------------------------------------------
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear-interpolated percentile (numpy's default), None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    low, high = math.floor(pos), math.ceil(pos)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+@dataclass
+class Prices:
+    """Dollars per million tokens."""
+    input: float = 75.0
+    cached_input: float = 37.5
+    output: float = 150.0
+
+    def cost(self, prompt: int, cached: int, output: int) -> float:
+        fresh = max(0, prompt - cached)
+        return (fresh * self.input + cached * self.cached_input + output * self.output) / 1e6
+
+
+def summarize(rows: Sequence[dict[str, Any]], wall_s: float | None = None, new: int | None = None,
+              prices: Prices | None = None) -> dict[str, Any]:
+    """Accuracy and cost of one method on a set of rows. Throughput = new questions / wall time."""
+    prices = prices or Prices()
+    n = len(rows)
+    if n == 0:
+        return {"questions": 0}
+    total = lambda key: sum(int(r.get(key) or 0) for r in rows)  # noqa: E731
+    prompt, cached, output, calls = total("prompt_tokens"), total("cached_tokens"), total("output_tokens"), total("llm_calls")
+    latencies = [float(r.get("latency_s") or 0.0) for r in rows]
+    judged = [r["judge"] for r in rows if r.get("judge") is not None]
+    failures = {name: 0 for name in FAILURES}
+    for r in rows:
+        if r.get("failure"):
+            failures[r["failure"]] = failures.get(r["failure"], 0) + 1
+    cost = prices.cost(prompt, cached, output)
+    answered = new if new is not None else n
+    return {
+        "questions": n,
+        "rouge_l": sum(float(r.get("rouge_l") or 0.0) for r in rows) / n,
+        "em": sum(bool(r.get("em")) for r in rows) / n,
+        "em_count": sum(bool(r.get("em")) for r in rows),
+        "judge_score": (sum(judged) / len(judged)) if judged else None,
+        "judged": len(judged),
+        "judge_unparsed": sum(1 for r in rows if r.get("judge") is None and r.get("judge_reply") is not None),
+        "tokens_per_question": (prompt + output) / n,
+        "prompt_tokens": prompt,
+        "cached_tokens": cached,
+        "output_tokens": output,
+        "llm_calls_per_question": calls / n,
+        "tokens_per_call": (prompt + output) / calls if calls else None,
+        "cache_hit_rate": cached / prompt if prompt else None,
+        "latency_mean_s": sum(latencies) / n,
+        "latency_p50_s": percentile(latencies, 50),
+        "latency_p99_s": percentile(latencies, 99),
+        "llm_time_mean_s": sum(float(r.get("llm_time_s") or 0.0) for r in rows) / n,
+        "retrieval_time_mean_s": sum(float(r.get("retrieval_time_s") or 0.0) for r in rows) / n,
+        "throughput_qps": (answered / wall_s) if wall_s and answered else None,
+        "failures": failures,
+        "cost_usd": cost,
+        "cost_per_question_usd": cost / n,
+        "prices_per_mtok": asdict(prices),
+    }
+
+
+def group_rows(rows: Iterable[dict[str, Any]], key: str = "domain") -> dict[str, list[dict[str, Any]]]:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(str(row.get(key) or "all"), []).append(row)
+    return groups

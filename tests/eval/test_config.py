@@ -1,0 +1,49 @@
+from pathlib import Path
+
+import pytest
+
+from glmcot.eval.config import ConfigError, load_config
+
+
+def test_precedence_options_over_env_over_file(tmp_path: Path):
+    config_file = tmp_path / "glmcot.toml"
+    config_file.write_text('[eval]\nconcurrency = 3\nprice_input = 1.5\napi_model = "file-model"\n'
+                           'llm = "http://file"\n')
+    env = {"GLMCOT_CONCURRENCY": "5", "GLMCOT_API_MODEL": "env-model"}
+    config = load_config({"concurrency": 7}, config_file, environ=env)
+    assert config.concurrency == 7            # option wins
+    assert config.api_model == "env-model"    # env beats file
+    assert config.price_input == 1.5          # file beats default
+    assert config.llm == "http://file"
+    assert config.max_steps == 10             # default
+
+
+def test_config_file_from_env_and_cache_dir(tmp_path: Path):
+    config_file = tmp_path / "c.toml"
+    config_file.write_text('max_steps = 4\n')
+    config = load_config({}, None, environ={"GLMCOT_CONFIG": str(config_file), "GLMCOT_CACHE": str(tmp_path / "cache")})
+    assert config.max_steps == 4
+    assert config.cache_dir == tmp_path / "cache"
+
+
+def test_bad_values_are_clear_errors(tmp_path: Path):
+    with pytest.raises(ConfigError, match="GLMCOT_CONCURRENCY: concurrency must be an integer"):
+        load_config({}, None, environ={"GLMCOT_CONCURRENCY": "many"})
+    bad = tmp_path / "bad.toml"
+    bad.write_text("concurency = 3\n")
+    with pytest.raises(ConfigError, match="unknown setting.*concurency"):
+        load_config({}, bad, environ={})
+    broken = tmp_path / "broken.toml"
+    broken.write_text("= = =\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config({}, broken, environ={})
+    with pytest.raises(ConfigError, match="not found"):
+        load_config({}, tmp_path / "absent.toml", environ={})
+    with pytest.raises(ConfigError, match="concurrency must be at least 1"):
+        load_config({"concurrency": 0}, None, environ={})
+
+
+def test_api_key_is_masked_in_dumps():
+    config = load_config({}, None, environ={"OPENAI_API_KEY": "sk-secret"})
+    assert config.api_key == "sk-secret"
+    assert config.to_dict()["api_key"] == "***"
