@@ -1,0 +1,148 @@
+"""What a worker process runs for each snippet (imported only inside the worker)."""
+
+from __future__ import annotations
+
+import builtins
+import time
+from typing import Any
+
+from glmcot.agents.sandbox import policy
+from glmcot.agents.sandbox.worker import (
+    SAFE_BUILTIN_NAMES,
+    RetrievalFailed,
+    SandboxLimit,
+    clear_cpu_budget,
+    error_record,
+    set_cpu_budget,
+)
+
+
+class _Output:
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.parts: list[str] = []
+        self.size = 0
+
+    def print(self, *values: Any, sep: str | None = " ", end: str | None = "\n") -> None:
+        sep = " " if sep is None else str(sep)
+        end = "\n" if end is None else str(end)
+        text = sep.join(str(value) for value in values) + end
+        self.size += len(text)
+        if self.size > self.limit:
+            keep = self.limit - (self.size - len(text))
+            if keep > 0:
+                self.parts.append(text[:keep])
+            raise SandboxLimit("output", f"the snippet printed more than {self.limit} characters; print only what is needed")
+        self.parts.append(text)
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+class SnippetRuntime:
+    def __init__(self, graph, conn, options: dict):
+        from glmcot.graph.primitives import GraphTools, GraphToolError
+
+        self.graph = graph
+        self.conn = conn
+        self.options = options
+        self.tools = GraphTools(graph, retriever=None, neighbour_limit=int(options.get("neighbour_limit", 50)))
+        self.tool_error = GraphToolError
+        self.functions = self.tools.functions()
+        self.builtins = {name: getattr(builtins, name) for name in SAFE_BUILTIN_NAMES if hasattr(builtins, name)}
+        self.builtins.update({"True": True, "False": False, "None": None})
+
+    def run(self, job: dict) -> dict:
+        source = job["code"]
+        started = time.perf_counter()
+        output = _Output(int(job.get("max_output", 8000)))
+        touched: list[str] = []
+        seen: set[str] = set()
+        calls = {"n": 0}
+        max_calls = int(job.get("max_calls", 2000))
+        retrieval = {"seconds": 0.0}
+
+        def touch(node_id: Any) -> None:
+            if isinstance(node_id, str) and node_id not in seen and self.graph.has_node(node_id):
+                seen.add(node_id)
+                touched.append(node_id)
+
+        def count() -> None:
+            calls["n"] += 1
+            if calls["n"] > max_calls:
+                raise SandboxLimit("calls", f"the snippet made more than {max_calls} primitive calls")
+
+        def retrieve_node(text: Any) -> str:
+            count()
+            if not isinstance(text, str):
+                raise TypeError("RetrieveNode takes a string")
+            t0 = time.perf_counter()
+            self.conn.send(("retrieve", text))
+            ok, value = self.conn.recv()
+            retrieval["seconds"] += time.perf_counter() - t0
+            if not ok:
+                raise RetrievalFailed(value)
+            touch(value)
+            return value
+
+        def wrap(name: str, function):
+            def call(*args, **kwargs):
+                count()
+                if args:
+                    touch(args[0])
+                return function(*args, **kwargs)
+
+            call.__name__ = name
+            return call
+
+        scope: dict[str, Any] = {"__builtins__": dict(self.builtins)}
+        for name in policy.PRIMITIVES:
+            if name == "RetrieveNode":
+                scope[name] = retrieve_node
+            elif name in self.functions:
+                scope[name] = wrap(name, self.functions[name])
+        scope["print"] = output.print
+        result: dict[str, Any] = {"ok": True, "error": None, "recycle": False}
+        try:
+            checked = policy.check_snippet(source)
+            code = compile(checked.tree, "<snippet>", "exec")
+        except policy.SnippetRejected as error:
+            result.update(ok=False, error={"kind": "rejected", "type": "SnippetRejected", "message": error.message, "line": error.line})
+            code = None
+        if code is not None:
+            try:
+                set_cpu_budget(float(job.get("cpu_s", 5.0)))
+                try:
+                    exec(code, scope)
+                finally:
+                    clear_cpu_budget()
+            except SandboxLimit as error:
+                result.update(ok=False, error=error_record(error, error.kind))
+            except RetrievalFailed as error:
+                result.update(ok=False, error=error_record(error, "retrieval"))
+            except self.tool_error as error:
+                result.update(ok=False, error=error_record(error, "graph"))
+            except MemoryError as error:
+                result.update(ok=False, error=error_record(error, "memory"), recycle=True)
+            except RecursionError as error:
+                result.update(ok=False, error=error_record(error, "exception"), recycle=True)
+            except Exception as error:
+                result.update(ok=False, error=error_record(error, "exception"))
+        chunks = []
+        chunk_limit = int(job.get("chunk_limit", 3))
+        for node_id in touched[:chunk_limit]:
+            try:
+                chunks.append((node_id, self.functions["NodeInfo"](node_id)))
+            except Exception:
+                continue
+        # Drop references held by the snippet's scope before the next job.
+        scope.clear()
+        result.update(
+            output=output.text(),
+            touched=touched,
+            chunks=chunks,
+            calls=calls["n"],
+            seconds=time.perf_counter() - started,
+            retrieval_s=retrieval["seconds"],
+        )
+        return result

@@ -1,0 +1,134 @@
+"""Layer 2-4 of the sandbox: the worker process.
+
+A long-lived process started with the 'spawn' context (the parent may hold torch or engine
+threads). It opens the graph mmap once, then runs snippets one at a time:
+- namespace: only the five primitives and an allowlisted set of builtins (no `__import__`);
+- primitives return plain values; their calls are counted and capped;
+- `print` writes into a capped buffer;
+- CPU time per snippet via RLIMIT_CPU (soft limit raised to 'used so far + budget' before each
+  snippet; SIGXCPU becomes an exception), memory via RLIMIT_DATA (the mmapped graph does not count
+  towards it, unlike RLIMIT_AS);
+- RetrieveNode asks the parent over the pipe, so every worker shares the parent's global
+  RetrieveNode cache and the pipelined prefetch.
+The parent kills the process on wall-time overrun; a killed worker is replaced.
+
+Messages: parent -> worker ("run", job) / ("retrieved", ok, value); worker -> parent
+("ready", info) / ("retrieve", text) / ("done", result).
+"""
+
+from __future__ import annotations
+
+import builtins
+import resource
+import signal
+import sys
+import time
+import traceback
+from typing import Any
+
+SAFE_BUILTIN_NAMES = (
+    "len", "range", "sorted", "reversed", "enumerate", "zip", "min", "max", "sum", "abs", "round",
+    "any", "all", "set", "list", "dict", "tuple", "str", "int", "float", "bool", "isinstance",
+    "True", "False", "None",
+)
+SAFE_EXCEPTIONS = ("Exception", "ValueError", "KeyError", "IndexError", "TypeError", "ZeroDivisionError")
+
+
+class SandboxLimit(Exception):
+    """A per-snippet limit was hit (CPU, output, calls); `kind` names which."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+class RetrievalFailed(Exception):
+    """RetrieveNode found nothing (or the graph has no retrieval index)."""
+
+
+def _on_cpu_limit(signum, frame):  # pragma: no cover - exercised in a subprocess
+    raise SandboxLimit("cpu", "the snippet used up its CPU time (an endless or very long loop?)")
+
+
+def _vm_data_bytes() -> int:
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def main(conn, graph_dir: str, options: dict) -> None:  # pragma: no cover - runs in a subprocess
+    """Worker entry point."""
+    try:
+        from glmcot.graph.store import Graph
+
+        graph = Graph.open(graph_dir)
+        from glmcot.agents.sandbox.runtime import SnippetRuntime
+
+        runtime = SnippetRuntime(graph, conn, options)
+    except BaseException as error:  # report instead of dying silently
+        conn.send(("failed", f"{type(error).__name__}: {error}"))
+        return
+    signal.signal(signal.SIGXCPU, _on_cpu_limit)
+    memory = int(options.get("memory_mb", 512)) * 1024 * 1024
+    if memory > 0:
+        limit = _vm_data_bytes() + memory
+        try:
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, resource.getrlimit(resource.RLIMIT_DATA)[1]))
+        except (ValueError, OSError):
+            pass
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    except (ValueError, OSError):
+        pass
+    conn.send(("ready", {"pid": __import__("os").getpid()}))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message[0] == "stop":
+            return
+        if message[0] != "run":
+            continue
+        job = message[1]
+        result = runtime.run(job)
+        try:
+            conn.send(("done", result))
+        except (EOFError, OSError, BrokenPipeError):
+            return
+        if result.get("recycle"):
+            return
+
+
+def set_cpu_budget(seconds: float) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    target = int(_cpu_seconds() + seconds) + 1
+    if hard != resource.RLIM_INFINITY:
+        target = min(target, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (target, hard))
+
+
+def clear_cpu_budget() -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))
+
+
+def error_record(error: BaseException, kind: str) -> dict[str, Any]:
+    line = None
+    for frame, lineno in traceback.walk_tb(error.__traceback__):
+        if frame.f_code.co_filename == "<snippet>":
+            line = lineno
+    message = str(error)
+    if len(message) > 500:
+        message = message[:500] + "..."
+    return {"kind": kind, "type": type(error).__name__, "message": message, "line": line}

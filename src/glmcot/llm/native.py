@@ -1,0 +1,96 @@
+"""The in-process serving engine (glmcot.engine): segments, sessions, streaming hooks and forced
+decoding pass straight through, so vertex-chunk reuse and priority eviction see the agents'
+structure."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from glmcot.llm.types import LLMBackend, LLMError, LLMRequest, LLMResponse
+
+
+class NativeBackend(LLMBackend):
+    """Wraps a running `glmcot.engine.AsyncEngine` (or builds one from `model`)."""
+
+    def __init__(self, engine: Any | None = None, *, model: str | None = None, timeout_s: float = 600.0, **config: Any):
+        if engine is None:
+            if model is None:
+                raise ValueError("NativeBackend needs an engine or a model ('random:qwen3:tiny' or a checkpoint dir)")
+            from glmcot.engine import AsyncEngine, EngineConfig
+
+            engine = AsyncEngine(EngineConfig(model=model, **config))
+            self._owns_engine = True
+        else:
+            self._owns_engine = False
+        self.engine = engine
+        self.timeout_s = timeout_s
+        self.label = f"native {model}" if model else "native"
+
+    def _convert(self, request: LLMRequest):
+        from glmcot.engine import SamplingParams, Segment
+
+        segments = [Segment(s.text, s.level, s.key) for s in request.segments]
+        options: dict[str, Any] = dict(
+            temperature=request.temperature,
+            top_p=request.top_p,
+            max_tokens=request.max_tokens,
+            stop=list(request.stop),
+        )
+        if request.seed is not None:
+            options["seed"] = request.seed
+        if request.forced_text is not None:
+            options["forced_text"] = request.forced_text
+            options["stop"] = []  # the forced text already ends where the stop string would cut it
+        return segments, SamplingParams(**options)
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        segments, sampling = self._convert(request)
+        # The transient part is what changes between calls; the engine evicts it first.
+        priority = int(request.metadata.get("priority", 0))
+        started = time.perf_counter()
+        future = self.engine.submit(
+            segments,
+            sampling,
+            session=request.session,
+            priority=priority,
+            on_delta=request.on_delta,
+            on_line=request.on_line,
+        )
+        try:
+            output = future.result(timeout=self.timeout_s)
+        except Exception as error:  # the engine's own errors are reported with their type
+            raise LLMError(f"native engine: {type(error).__name__}: {error}") from error
+        latency = time.perf_counter() - started
+        metrics = getattr(output, "metrics", None)
+        ttft = _metric(metrics, "ttft")
+        output_tokens = len(getattr(output, "token_ids", []) or [])
+        return LLMResponse(
+            text=output.text,
+            prompt_tokens=int(getattr(output, "prompt_tokens", 0) or 0),
+            cached_tokens=int(getattr(output, "cached_tokens", 0) or 0),
+            output_tokens=output_tokens,
+            latency_s=latency,
+            ttft_s=ttft,
+            finish_reason=str(getattr(output, "finish_reason", "stop") or "stop"),
+            backend=self.label,
+        )
+
+    def end_session(self, session_id: str) -> None:
+        self.engine.end_session(session_id)
+
+    def stats(self) -> dict:
+        return self.engine.stats()
+
+    def close(self) -> None:
+        if self._owns_engine:
+            shutdown = getattr(self.engine, "shutdown", None) or getattr(self.engine, "close", None)
+            if shutdown is not None:
+                shutdown()
+
+
+def _metric(metrics: Any, name: str) -> float | None:
+    if metrics is None:
+        return None
+    value = metrics.get(name) if isinstance(metrics, dict) else getattr(metrics, name, None)
+    return None if value is None else float(value)

@@ -1,0 +1,148 @@
+"""The request/response records every backend speaks, and the backend interface."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+# Priority levels of the co-design contract (DESIGN.md, "segments").
+SHARED_PROMPT = 1  # P-I: agent instructions and examples, shared by every question
+NOTEBOOK = 2  # P-II: the running session's notebook
+FINISHED_NOTEBOOK = 3  # P-III: notebooks of finished sessions (set by the engine, not by agents)
+TRANSIENT = 4  # P-IV: question, missing information, generated code
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One piece of a prompt: text, a priority level 1..4 and an optional reuse key."""
+
+    text: str
+    level: int = TRANSIENT
+    key: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.level not in (1, 2, 3, 4):
+            raise ValueError(f"segment level must be 1..4, got {self.level!r}")
+        if not isinstance(self.text, str):
+            raise TypeError(f"segment text must be str, got {type(self.text).__name__}")
+
+
+def join_segments(segments: list[Segment]) -> str:
+    """The flat prompt text: segments concatenated in order, nothing added."""
+    return "".join(segment.text for segment in segments)
+
+
+@dataclass
+class LLMRequest:
+    """One completion request. `metadata` names the caller: qid, agent, step, attempt."""
+
+    segments: list[Segment]
+    max_tokens: int = 256
+    temperature: float = 0.0
+    stop: list[str] = field(default_factory=list)
+    session: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    # Streaming: on_delta(text_piece) for each new piece; on_line(line) for each completed line
+    # (without its newline; the unterminated last line is delivered when the call ends).
+    on_delta: Callable[[str], None] | None = None
+    on_line: Callable[[str], None] | None = None
+    top_p: float = 1.0
+    seed: int | None = None
+    # Force-decode exactly this completion (the scripted policy on the native engine); backends
+    # that cannot force decoding reject a request that sets it.
+    forced_text: str | None = None
+
+    @property
+    def prompt(self) -> str:
+        return join_segments(self.segments)
+
+
+@dataclass
+class LLMResponse:
+    """A completion: the text (stop string excluded) with token counts and timings."""
+
+    text: str
+    prompt_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    latency_s: float
+    ttft_s: float | None = None
+    finish_reason: str = "stop"
+    backend: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
+            "output_tokens": self.output_tokens,
+            "latency_s": round(self.latency_s, 6),
+            "ttft_s": None if self.ttft_s is None else round(self.ttft_s, 6),
+            "finish_reason": self.finish_reason,
+            "backend": self.backend,
+        }
+
+
+class LLMError(RuntimeError):
+    """A backend could not produce a completion (after its retries)."""
+
+
+class LLMBackend(abc.ABC):
+    """What agents call. Implementations are thread-safe: many questions call concurrently."""
+
+    #: Short label written into traces and reports ("openai", "native", "scripted policy", ...).
+    label: str = "backend"
+
+    @abc.abstractmethod
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        """Runs one request to completion (streaming through the request's hooks if set)."""
+
+    def end_session(self, session_id: str) -> None:
+        """Tells the backend a question finished (the engine demotes its notebook to P-III)."""
+
+    def close(self) -> None:
+        """Releases connections, engines or files."""
+
+    def __enter__(self) -> "LLMBackend":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LineSplitter:
+    """Feeds streamed pieces to on_delta and completed lines to on_line."""
+
+    def __init__(self, on_delta: Callable[[str], None] | None, on_line: Callable[[str], None] | None):
+        self.on_delta = on_delta
+        self.on_line = on_line
+        self._pending = ""
+
+    def feed(self, piece: str) -> None:
+        if not piece:
+            return
+        if self.on_delta is not None:
+            self.on_delta(piece)
+        if self.on_line is None:
+            return
+        self._pending += piece
+        while "\n" in self._pending:
+            line, self._pending = self._pending.split("\n", 1)
+            self.on_line(line)
+
+    def finish(self) -> None:
+        if self.on_line is not None and self._pending:
+            line, self._pending = self._pending, ""
+            self.on_line(line)
+
+
+def cut_at_stop(text: str, stop: list[str]) -> tuple[str, bool]:
+    """Truncates text before the earliest stop string, as servers do; says if one was found."""
+    cut = len(text)
+    for s in stop:
+        if s:
+            position = text.find(s)
+            if position != -1 and position < cut:
+                cut = position
+    return text[:cut], cut < len(text)
