@@ -1,9 +1,116 @@
-"""Top-level commands of glmcot.serve."""
+"""Top-level commands of glmcot.serve: `glmcot serve`."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 
 
+def _parse_graphs(values: list[str]) -> dict[str, Path]:
+    graphs: dict[str, Path] = {}
+    for value in values:
+        name, sep, directory = value.partition("=")
+        if not sep:   # a bare directory is named after itself
+            directory, name = value, Path(value).name
+        if name in graphs:
+            raise typer.BadParameter(f"graph name {name!r} given twice", param_hint="--graph")
+        if not Path(directory).is_dir():
+            raise typer.BadParameter(f"{directory}: no such graph directory",
+                                     param_hint="--graph")
+        graphs[name] = Path(directory)
+    return graphs
+
+
+def serve(
+    graph: Annotated[list[str], typer.Option(
+        "--graph", "-g", help="A graph to serve, as NAME=DIR (a store written by glmcot graph "
+        "import/synth, or a dataset dir's graph/). Repeat for several graphs.")] = [],
+    model: Annotated[Optional[str], typer.Option(
+        help="Native engine model: a local checkpoint directory or 'random:qwen3:tiny'. Enables "
+        "the OpenAI-compatible endpoints.")] = None,
+    llm: Annotated[Optional[str], typer.Option(
+        help="Instead of --model: base URL of an OpenAI-compatible server (vLLM, SGLang, "
+        "Ollama...) for the agents' LLM calls. Its key is read from GLMCOT_LLM_API_KEY.")] = None,
+    llm_model: Annotated[Optional[str], typer.Option(
+        help="Model name to request from the --llm server.")] = None,
+    scripted: Annotated[Optional[Path], typer.Option(
+        help="questions.jsonl with gold plans: answer with the scripted policy (for tests and "
+        "benchmarks; measures the system, never model accuracy). Questions are matched by "
+        "text.")] = None,
+    host: Annotated[str, typer.Option(
+        help="Address to bind. The default serves this machine only; use 0.0.0.0 (with "
+        "--api-key) to serve a network.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    api_key: Annotated[Optional[str], typer.Option(
+        envvar="GLMCOT_API_KEY", show_envvar=True,
+        help="Require 'Authorization: Bearer KEY' on every endpoint but /health.")] = None,
+    public_docs: Annotated[bool, typer.Option(
+        help="Serve /docs and /openapi.json without the API key.")] = False,
+    max_concurrency: Annotated[int, typer.Option(
+        help="Requests doing work at once.")] = 8,
+    max_queue: Annotated[int, typer.Option(
+        help="Requests that may wait for a slot; beyond that the server answers 429.")] = 64,
+    timeout: Annotated[float, typer.Option(
+        help="Per-request limit in seconds, queueing included (504 past it).")] = 300.0,
+    max_body_bytes: Annotated[int, typer.Option(help="Request body limit (413 past it).")]
+    = 1 << 20,
+    max_question_chars: Annotated[int, typer.Option(help="Question length limit.")] = 4000,
+    max_tokens_limit: Annotated[int, typer.Option(
+        help="Largest max_tokens a request may ask for.")] = 4096,
+    engine_option: Annotated[list[str], typer.Option(
+        help="Extra EngineConfig field as KEY=JSON_VALUE (e.g. dtype=\"float32\"). "
+        "Repeatable.")] = [],
+    agent_option: Annotated[list[str], typer.Option(
+        help="Extra AgentConfig field as KEY=JSON_VALUE. Repeatable.")] = [],
+    served_model_name: Annotated[Optional[str], typer.Option(
+        help="Model id shown by /v1/models (default: --model).")] = None,
+    shutdown_grace: Annotated[float, typer.Option(
+        help="Seconds in-flight requests get to finish on shutdown before being "
+        "cancelled.")] = 10.0,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
+) -> None:
+    """Serve GLM / Graph-CoT question answering over HTTP (POST /v1/ask), an OpenAI-compatible
+    API over the native engine, Prometheus /metrics and /health. API schema at /docs."""
+    import uvicorn
+
+    from glmcot.serve.app import create_app
+    from glmcot.serve.config import ServeConfig
+    from glmcot.serve.server import uvicorn_config
+
+    def options(values: list[str], flag: str) -> dict:
+        out = {}
+        for value in values:
+            key, sep, raw = value.partition("=")
+            if not sep:
+                raise typer.BadParameter(f"{value!r}: expected KEY=VALUE", param_hint=flag)
+            try:
+                out[key] = json.loads(raw)
+            except json.JSONDecodeError:
+                out[key] = raw
+        return out
+
+    if model is None and llm is None and scripted is None:
+        raise typer.BadParameter("give --model, --llm or --scripted: the server needs an LLM")
+    try:
+        config = ServeConfig(
+            graphs=_parse_graphs(graph), model=model, llm_url=llm, llm_model=llm_model,
+            scripted=scripted, host=host, port=port, api_key=api_key, public_docs=public_docs,
+            max_concurrency=max_concurrency, max_queue=max_queue, timeout_s=timeout,
+            max_body_bytes=max_body_bytes, max_question_chars=max_question_chars,
+            max_tokens_limit=max_tokens_limit,
+            engine_options=options(engine_option, "--engine-option"),
+            agent_options=options(agent_option, "--agent-option"),
+            served_model_name=served_model_name, shutdown_grace_s=shutdown_grace)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    if host not in ("127.0.0.1", "localhost", "::1") and not config.api_key:
+        typer.secho(f"warning: serving on {host} without an API key", fg="yellow", err=True)
+    uvicorn.Server(uvicorn_config(create_app(config), config, log_level)).run()
+
+
 def register(app: typer.Typer) -> None:
     """Adds this package's commands to the main app."""
+    app.command("serve")(serve)

@@ -1,0 +1,211 @@
+"""`POST /v1/ask`: a question over a named graph, answered by GLM or Graph-CoT agents.
+
+Agents are synchronous; each question runs in the runtime's worker pool and holds its admission
+slot until its thread really finishes (a timed-out question still bounds the server's work).
+With `stream: true` the agent's trace events are sent as Server-Sent Events while it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+
+from glmcot.serve import errors, sse
+from glmcot.serve.schemas import (EVENT_VERSION, AskRequest, AskResponse, AskTiming, AskUsage,
+                                  GraphInfo, GraphList)
+
+router = APIRouter(tags=["Questions"])
+
+ERROR_RESPONSES = {
+    401: {"description": "Missing or invalid API key"},
+    404: {"description": "Unknown graph"},
+    413: {"description": "Body or question too large"},
+    422: {"description": "Invalid request"},
+    429: {"description": "Server full; retry later"},
+    503: {"description": "Shutting down"},
+    504: {"description": "Timed out"},
+}
+
+
+def jsonable(value: Any) -> Any:
+    """Trace events and results as plain JSON (dataclasses, tuples, sets, numpy scalars)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    item = getattr(value, "item", None)   # numpy scalars
+    if callable(item):
+        try:
+            return item()
+        except (TypeError, ValueError):
+            pass
+    return str(value)
+
+
+def event_name(event: dict[str, Any]) -> str:
+    for key in ("type", "kind", "event", "agent"):
+        if isinstance(event.get(key), str):
+            return event[key]
+    return "step"
+
+
+@router.get("/v1/graphs", response_model=GraphList, tags=["Questions"])
+async def list_graphs(request: Request) -> GraphList:
+    runtime = request.app.state.serve.runtime
+    return GraphList(data=[GraphInfo(**info) for info in runtime.graph_infos()])
+
+
+def _validate(request: Request, body: AskRequest) -> str:
+    state = request.app.state.serve
+    limit = state.config.max_question_chars
+    if len(body.question) > limit:
+        raise errors.APIError(413, f"question of {len(body.question)} characters exceeds the "
+                              f"server's limit of {limit}", code="question_too_large")
+    names = state.runtime.graph_names()
+    if body.graph is None:
+        if len(names) != 1:
+            raise errors.APIError(400, f"name a graph; this server has {names}",
+                                  code="missing_graph")
+        return names[0]
+    if body.graph not in names:
+        raise errors.not_found(f"unknown graph {body.graph!r}; this server has {names}")
+    return body.graph
+
+
+def _response(state: Any, rid: str, body: AskRequest, graph: str, qid: str | None,
+              result: Any, ticket: Any) -> AskResponse:
+    usage = AskUsage(llm_calls=result.llm_calls, prompt_tokens=result.prompt_tokens,
+                     cached_tokens=result.cached_tokens, output_tokens=result.output_tokens,
+                     total_tokens=result.prompt_tokens + result.output_tokens)
+    timing = AskTiming(latency_s=result.latency_s, llm_time_s=result.llm_time_s,
+                       retrieval_time_s=result.retrieval_time_s, queue_s=ticket.queue_s,
+                       server_s=time.monotonic() - ticket.arrived)
+    trace = [jsonable(e) for e in result.trace] if body.options.include_trace else None
+    return AskResponse(id=rid, qid=qid, question=body.question, graph=graph, method=body.method,
+                       policy=state.config.policy, answer=result.answer, failure=result.failure,
+                       usage=usage, timing=timing, trace=trace)
+
+
+def _record(state: Any, graph: str, method: str, result: Any) -> None:
+    m = state.metrics
+    outcome = result.failure or "answered"
+    m.questions.inc(graph=graph, method=method, policy=state.config.policy, outcome=outcome)
+    m.question_latency.observe(result.latency_s, graph=graph, method=method)
+    m.llm_calls.inc(result.llm_calls, graph=graph, method=method)
+    m.tokens.inc(result.prompt_tokens, endpoint="/v1/ask", kind="prompt")
+    m.tokens.inc(result.cached_tokens, endpoint="/v1/ask", kind="cached")
+    m.tokens.inc(result.output_tokens, endpoint="/v1/ask", kind="output")
+
+
+def _failed(exc: BaseException) -> errors.APIError:
+    if isinstance(exc, errors.APIError):
+        return exc
+    return errors.APIError(500, f"the agent failed: {type(exc).__name__}: {exc}", "server_error",
+                           "agent_error")
+
+
+@router.post("/v1/ask", response_model=AskResponse, responses=ERROR_RESPONSES)
+async def ask(body: AskRequest, request: Request):
+    """Answers a question. With `stream: true`: `text/event-stream` with one event per agent
+    step (classification, missing information, snippet, retrieval result, answer...), then a
+    `result` event holding this endpoint's JSON answer."""
+    state = request.app.state.serve
+    graph = _validate(request, body)
+    runtime = state.runtime
+    qid = runtime.resolve_qid(body.question, body.qid)
+    ticket = await state.admission.acquire("/v1/ask")
+    loop = asyncio.get_running_loop()
+    rid = "ask-" + uuid.uuid4().hex
+    events: asyncio.Queue = asyncio.Queue()
+
+    def on_event(event: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(events.put_nowait, jsonable(event))
+        except RuntimeError:
+            pass
+
+    try:
+        future, live = runtime.start_question(graph, body.method, body.question, qid,
+                                              body.options, on_event if body.stream else None)
+    except BaseException:
+        ticket.release()
+        raise
+    # the slot is given back when the agent's thread ends, not when the client stops waiting
+    future.add_done_callback(lambda _: loop.call_soon_threadsafe(ticket.release))
+    ticket.on_cancel.append(lambda: runtime.cancel(future))
+    if body.stream:
+        return StreamingResponse(_stream(state, rid, body, graph, qid, future, live, events,
+                                         ticket),
+                                 media_type=sse.MEDIA_TYPE,
+                                 headers={**sse.HEADERS,
+                                          "X-Glmcot-Events": "live" if live else "replay"})
+    try:
+        result = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)),
+                                        timeout=ticket.remaining())
+    except (TimeoutError, asyncio.TimeoutError):
+        runtime.cancel(future)
+        state.metrics.questions.inc(graph=graph, method=body.method,
+                                    policy=state.config.policy, outcome="timeout")
+        raise errors.timeout(state.config.timeout_s) from None
+    except Exception as exc:
+        raise _failed(exc) from None
+    _record(state, graph, body.method, result)
+    return _response(state, rid, body, graph, qid, result, ticket)
+
+
+async def _stream(state: Any, rid: str, body: AskRequest, graph: str, qid: str | None,
+                  future: Any, live: bool, events: asyncio.Queue, ticket: Any
+                  ) -> AsyncIterator[str]:
+    runtime = state.runtime
+    done = asyncio.wrap_future(future)
+    seq = 0
+    yield sse.event({"version": EVENT_VERSION, "id": rid, "qid": qid, "graph": graph,
+                     "method": body.method, "policy": state.config.policy,
+                     "events": "live" if live else "replay"}, name="start", id=seq)
+    try:
+        deadline = ticket.deadline
+        while live and not (done.done() and events.empty()):
+            getter = asyncio.ensure_future(events.get())
+            waited, _ = await asyncio.wait({getter, done}, timeout=max(0.0, deadline
+                                           - time.monotonic()),
+                                           return_when=asyncio.FIRST_COMPLETED)
+            if getter in waited:
+                seq += 1
+                event = getter.result()
+                yield sse.event(event, name=event_name(event), id=seq)
+            else:
+                getter.cancel()
+                if not waited:
+                    raise TimeoutError
+        if not done.done():
+            await asyncio.wait_for(asyncio.shield(done), timeout=ticket.remaining())
+        result = done.result()
+        if not live:
+            for event in result.trace:
+                seq += 1
+                event = jsonable(event)
+                yield sse.event(event, name=event_name(event), id=seq)
+        _record(state, graph, body.method, result)
+        answer = _response(state, rid, body, graph, qid, result, ticket)
+        yield sse.event(answer.model_dump(mode="json"), name="result", id=seq + 1)
+    except (TimeoutError, asyncio.TimeoutError):
+        runtime.cancel(future)
+        state.metrics.questions.inc(graph=graph, method=body.method,
+                                    policy=state.config.policy, outcome="timeout")
+        yield sse.event(errors.timeout(state.config.timeout_s).body(), name="error")
+    except Exception as exc:
+        yield sse.event(_failed(exc).body(), name="error")
+    finally:
+        if not done.done():   # client went away or timed out: stop the agent if it can stop
+            runtime.cancel(future)

@@ -1,0 +1,74 @@
+"""The server's one configuration dataclass."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+API_KEY_ENV = "GLMCOT_API_KEY"
+UPSTREAM_KEY_ENV = "GLMCOT_LLM_API_KEY"
+
+
+@dataclass
+class ServeConfig:
+    """Everything `create_app` needs. Defaults are the safe ones: loopback, bounded everything."""
+
+    graphs: dict[str, Path] = field(default_factory=dict)  # name -> graph store directory
+    model: str | None = None          # native engine: "random:qwen3:tiny" or a checkpoint dir
+    llm_url: str | None = None        # or an upstream OpenAI-compatible server
+    llm_model: str | None = None      # model name to ask the upstream for
+    llm_api_key: str | None = None    # key for the upstream (never logged)
+    scripted: Path | None = None      # questions.jsonl: answer with the scripted policy
+    engine_options: dict = field(default_factory=dict)  # extra EngineConfig fields
+    agent_options: dict = field(default_factory=dict)   # extra AgentConfig fields
+    served_model_name: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_key: str | None = None        # required on every endpoint but /health when set
+    public_docs: bool = False         # serve /docs and /openapi.json without the key
+    max_concurrency: int = 8          # requests doing work at once
+    max_queue: int = 64               # requests allowed to wait for a slot; beyond: 429
+    timeout_s: float = 300.0          # per request, queueing included
+    max_body_bytes: int = 1 << 20
+    max_question_chars: int = 4000
+    max_prompt_chars: int = 200_000   # completions / chat prompt text
+    max_tokens_limit: int = 4096      # upper bound on a request's max_tokens
+    shutdown_grace_s: float = 10.0    # in-flight requests get this long on shutdown
+
+    def __post_init__(self) -> None:
+        self.graphs = {name: Path(path) for name, path in self.graphs.items()}
+        if self.scripted is not None:
+            self.scripted = Path(self.scripted)
+        if self.api_key is None:
+            self.api_key = os.environ.get(API_KEY_ENV) or None
+        if self.llm_url and self.llm_api_key is None:
+            self.llm_api_key = os.environ.get(UPSTREAM_KEY_ENV) or None
+        if self.model and self.llm_url:
+            raise ValueError("give either a native model or an upstream --llm URL, not both")
+        for name in ("max_concurrency", "max_body_bytes", "max_question_chars", "max_prompt_chars",
+                     "max_tokens_limit"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if self.max_queue < 0:
+            raise ValueError("max_queue must be 0 or more")
+        if self.timeout_s <= 0:
+            raise ValueError("timeout_s must be positive")
+        for name in self.graphs:
+            if not name or not name.replace("-", "").replace("_", "").isalnum():
+                raise ValueError(f"graph name {name!r}: use letters, digits, '-' and '_'")
+
+    @property
+    def policy(self) -> str:
+        """How answers are produced, as labelled in responses and metrics."""
+        return "scripted policy" if self.scripted is not None else "model"
+
+    @property
+    def model_name(self) -> str:
+        if self.served_model_name:
+            return self.served_model_name
+        if self.model:
+            return self.model
+        if self.llm_model:
+            return self.llm_model
+        return "scripted" if self.scripted is not None else "none"

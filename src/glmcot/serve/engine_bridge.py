@@ -1,0 +1,233 @@
+"""The server's view of the native engine: request building, chat templates, and `Generation`,
+which carries an `AsyncEngine` request's deltas from the engine thread into the event loop.
+
+Everything here that depends on the engine's exact API lives in `EngineBridge`, so the HTTP
+handlers stay independent of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+CHATML_MESSAGE = "<|im_start|>{role}\n{content}<|im_end|>\n"
+CHATML_ASSISTANT = "<|im_start|>assistant\n"
+MARK = "\x00glmcot-segment-{}\x00"
+
+
+@dataclass
+class Finished:
+    """One engine request's result, in the shape the OpenAI responses need."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    finish_reason: str
+
+
+def _count(value: Any) -> int:
+    if value is None:
+        return 0
+    return value if isinstance(value, int) else len(value)
+
+
+def result_of(future: concurrent.futures.Future) -> Finished:
+    """The request's result; an engine failure becomes a clean 500 (no traceback leaves)."""
+    from glmcot.serve.errors import APIError
+
+    try:
+        return finished(future.result(timeout=0))
+    except (concurrent.futures.CancelledError, asyncio.CancelledError):
+        raise APIError(499, "the request was cancelled", "cancelled", "cancelled") from None
+    except Exception as exc:
+        raise APIError(500, f"engine error: {type(exc).__name__}: {exc}", "server_error",
+                       "engine_error") from None
+
+
+def finished(output: Any) -> Finished:
+    reason = getattr(output, "finish_reason", None) or "stop"
+    reason = {"eos": "stop", "stop_string": "stop", "max_tokens": "length",
+              "aborted": "abort"}.get(reason, reason)
+    return Finished(text=output.text, prompt_tokens=_count(output.prompt_tokens),
+                    completion_tokens=_count(getattr(output, "token_ids", None)),
+                    cached_tokens=_count(getattr(output, "cached_tokens", 0)),
+                    finish_reason=reason)
+
+
+class EngineBridge:
+    """Builds engine requests from API bodies and submits them to an `AsyncEngine`."""
+
+    def __init__(self, engine: Any) -> None:
+        from glmcot.engine import SamplingParams, Segment
+
+        self.engine = engine
+        self._sampling_cls = SamplingParams
+        self._segment_cls = Segment
+        self.tokenizer = getattr(engine, "tokenizer", None)
+
+    # --- request building -------------------------------------------------------------------
+
+    def sampling(self, body: Any, max_tokens: int, seed: int | None) -> Any:
+        fields: dict[str, Any] = {
+            "temperature": 1.0 if body.temperature is None else body.temperature,
+            "max_tokens": max_tokens,
+            "ignore_eos": body.ignore_eos,
+        }
+        if body.top_p is not None:
+            fields["top_p"] = body.top_p
+        if body.top_k is not None:
+            fields["top_k"] = body.top_k
+        if seed is not None:
+            fields["seed"] = seed
+        if body.stop:
+            fields["stop"] = [body.stop] if isinstance(body.stop, str) else list(body.stop)
+        if body.stop_token_ids:
+            fields["stop_token_ids"] = list(body.stop_token_ids)
+        if body.forced_text is not None:
+            fields["forced_text"] = body.forced_text
+        return self._sampling_cls(**fields)
+
+    def segments(self, segments: list[Any]) -> list[Any]:
+        return [self._segment_cls(s.text, s.level, s.key) for s in segments]
+
+    def chat_prompt(self, messages: list[Any], add_generation_prompt: bool = True
+                    ) -> str | list[Any]:
+        """Applies the model's chat template. Messages given as segments stay segments: the
+        template text around them becomes segments of its own, so nothing is merged."""
+        contents: list[str] = []
+        pieces: list[list[Any] | None] = []
+        for message in messages:
+            if message.segments is not None:
+                pieces.append(self.segments(message.segments))
+                contents.append(MARK.format(len(pieces) - 1))
+            else:
+                if isinstance(message.content, list):
+                    text = "".join(p.text or "" for p in message.content if p.type == "text")
+                else:
+                    text = message.content or ""
+                contents.append(text)
+        rendered = self._template([(m.role, c) for m, c in zip(messages, contents)],
+                                  add_generation_prompt)
+        if not pieces:
+            return rendered
+        out: list[Any] = []
+        rest = rendered
+        for index, segs in enumerate(pieces):
+            before, _, rest = rest.partition(MARK.format(index))
+            if before:
+                # template text takes the level of the message it introduces
+                out.append(self._segment_cls(before, segs[0].level if segs else 4, None))
+            out.extend(segs)
+        if rest:
+            out.append(self._segment_cls(rest, 4, None))
+        return out
+
+    def _template(self, messages: list[tuple[str, str]], add_generation_prompt: bool) -> str:
+        apply = getattr(self.tokenizer, "apply_chat_template", None)
+        if apply is not None and getattr(self.tokenizer, "chat_template", None):
+            return apply([{"role": r, "content": c} for r, c in messages], tokenize=False,
+                         add_generation_prompt=add_generation_prompt)
+        text = "".join(CHATML_MESSAGE.format(role="system" if r == "developer" else r, content=c)
+                       for r, c in messages)
+        return text + (CHATML_ASSISTANT if add_generation_prompt else "")
+
+    # --- engine calls -------------------------------------------------------------------------
+
+    def submit(self, prompt: Any, sampling: Any, on_delta, session: str | None = None,
+               priority: int = 0) -> concurrent.futures.Future:
+        return self.engine.submit(prompt, sampling, session=session, priority=priority,
+                                  on_delta=on_delta)
+
+    def abort(self, future: concurrent.futures.Future) -> None:
+        if future.done():
+            return
+        abort = getattr(self.engine, "abort", None)
+        if abort is not None:
+            abort(getattr(future, "request_id", future))
+        else:
+            future.cancel()
+
+    def end_session(self, session: str) -> None:
+        self.engine.end_session(session)
+
+    def stats(self) -> dict[str, Any]:
+        return self.engine.stats()
+
+
+class Generation:
+    """Several engine requests (choices) whose deltas arrive, in order, on one asyncio queue."""
+
+    def __init__(self, bridge: EngineBridge, loop: asyncio.AbstractEventLoop,
+                 session: str | None = None, priority: int = 0) -> None:
+        self.bridge = bridge
+        self.loop = loop
+        self.session = session
+        self.priority = priority
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.futures: list[concurrent.futures.Future] = []
+        self.started = time.monotonic()
+
+    @property
+    def size(self) -> int:
+        return len(self.futures)
+
+    def _post(self, item: tuple) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+        except RuntimeError:   # the loop is closed: nobody is listening any more
+            pass
+
+    def start(self, prompt: Any, sampling: Any) -> None:
+        index = len(self.futures)
+
+        def on_delta(delta: Any, *_: Any) -> None:
+            text = delta if isinstance(delta, str) else getattr(delta, "text", "")
+            if text:
+                self._post((index, text))
+
+        future = self.bridge.submit(prompt, sampling, on_delta, self.session, self.priority)
+        future.add_done_callback(lambda _: self._post((index, None)))
+        self.futures.append(future)
+
+    def abort(self) -> None:
+        for future in self.futures:
+            try:
+                self.bridge.abort(future)
+            except Exception:
+                pass
+
+    def outputs(self) -> list[Finished]:
+        return [result_of(future) for future in self.futures]
+
+    async def wait(self, timeout: float) -> list[Finished]:
+        _, pending = await asyncio.wait([asyncio.wrap_future(f) for f in self.futures],
+                                        timeout=timeout)
+        if pending:
+            raise TimeoutError
+        return self.outputs()
+
+    async def events(self, timeout: float) -> AsyncIterator[tuple[int, str, Finished | None]]:
+        """Yields (choice, delta text, None) while decoding and (choice, rest, result) at the
+        end of each choice. Raises TimeoutError past the deadline."""
+        deadline = time.monotonic() + timeout
+        sent = [""] * len(self.futures)
+        open_count = len(self.futures)
+        while open_count:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            index, text = await asyncio.wait_for(self.queue.get(), timeout=remaining)
+            if text is not None:
+                sent[index] += text
+                yield index, text, None
+                continue
+            open_count -= 1
+            result = result_of(self.futures[index])
+            # the engine may hold back text (e.g. a possible stop string); send what is left
+            rest = result.text[len(sent[index]):] if result.text.startswith(sent[index]) else ""
+            yield index, rest, result

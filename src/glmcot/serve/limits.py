@@ -1,0 +1,118 @@
+"""Admission control: bounded concurrency, a bounded wait queue, deadlines, graceful drain.
+
+A request takes a slot before doing work. When every slot is taken it may wait in a queue of
+bounded length; when that is full too it gets 429 at once (the server never piles up unbounded
+work). While shutting down, new requests get 503 and in-flight ones are drained, then cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from glmcot.serve import errors
+
+
+@dataclass(eq=False)
+class Ticket:
+    """One admitted request. `release` is idempotent; `cancel` callbacks run on forced shutdown."""
+
+    admission: "Admission"
+    endpoint: str
+    arrived: float
+    deadline: float
+    queue_s: float = 0.0
+    released: bool = False
+    on_cancel: list[Callable[[], None]] = field(default_factory=list)
+
+    def remaining(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            self.admission._release(self)
+
+
+class Admission:
+    def __init__(self, max_concurrency: int, max_queue: int, timeout_s: float) -> None:
+        self.max_concurrency = max_concurrency
+        self.max_queue = max_queue
+        self.timeout_s = timeout_s
+        self.waiting = 0
+        self.closing = False
+        self.active: set[Ticket] = set()
+        self.rejected: dict[str, int] = {"busy": 0, "shutting_down": 0, "queue_timeout": 0}
+        self._slots: asyncio.Semaphore | None = None
+        self._idle: asyncio.Event | None = None
+
+    @property
+    def running(self) -> int:
+        return len(self.active)
+
+    def _ensure(self) -> None:
+        if self._slots is None:   # created inside the server's event loop
+            self._slots = asyncio.Semaphore(self.max_concurrency)
+            self._idle = asyncio.Event()
+            self._idle.set()
+
+    async def acquire(self, endpoint: str) -> Ticket:
+        """Waits for a slot. Raises 503 while shutting down, 429 when full, 504 on deadline."""
+        self._ensure()
+        arrived = time.monotonic()
+        if self.closing:
+            self.rejected["shutting_down"] += 1
+            raise errors.unavailable()
+        if self.running + self.waiting >= self.max_concurrency + self.max_queue:
+            self.rejected["busy"] += 1
+            raise errors.busy(f"server is full ({self.max_concurrency} running, "
+                              f"{self.waiting} waiting); retry later")
+        ticket = Ticket(self, endpoint, arrived, arrived + self.timeout_s)
+        self.waiting += 1
+        try:
+            await asyncio.wait_for(self._slots.acquire(), timeout=self.timeout_s)
+        except (TimeoutError, asyncio.TimeoutError):
+            self.rejected["queue_timeout"] += 1
+            raise errors.timeout(self.timeout_s) from None
+        finally:
+            self.waiting -= 1
+        if self.closing:
+            self._slots.release()
+            self.rejected["shutting_down"] += 1
+            raise errors.unavailable()
+        ticket.queue_s = time.monotonic() - arrived
+        self.active.add(ticket)
+        self._idle.clear()
+        return ticket
+
+    def _release(self, ticket: Ticket) -> None:
+        if ticket in self.active:
+            self.active.discard(ticket)
+            self._slots.release()
+            if not self.active:
+                self._idle.set()
+
+    async def drain(self, grace_s: float) -> int:
+        """Stops admitting, waits up to `grace_s` for in-flight work, cancels what is left.
+
+        Returns how many requests had to be cancelled.
+        """
+        self.closing = True
+        if self._idle is None or not self.active:
+            return 0
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout=grace_s)
+            return 0
+        except (TimeoutError, asyncio.TimeoutError):
+            pass
+        left = list(self.active)
+        for ticket in left:
+            for cancel in ticket.on_cancel:
+                try:
+                    cancel()
+                except Exception:  # one failed cancel must not stop the others
+                    pass
+            ticket.release()
+        return len(left)

@@ -1,0 +1,264 @@
+"""OpenAI-compatible `/v1/completions`, `/v1/chat/completions` and `/v1/models` over the engine.
+
+Each choice is one engine request submitted to the `AsyncEngine`; its deltas cross from the
+engine's loop thread into the event loop through a queue. A client that disconnects mid-stream
+cancels the response task, whose `finally` aborts the engine requests so their blocks are freed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+
+from glmcot.serve import errors, sse
+from glmcot.serve.engine_bridge import EngineBridge, Generation
+from glmcot.serve.schemas import (ChatCompletionRequest, ChatCompletionResponse, ChatMessage,
+                                  CompletionRequest, CompletionResponse, ModelCard, ModelList)
+
+router = APIRouter(tags=["OpenAI-compatible"])
+
+
+def _state(request: Request):
+    return request.app.state.serve
+
+
+def _bridge(request: Request) -> EngineBridge:
+    bridge = _state(request).runtime.bridge
+    if bridge is None:
+        raise errors.APIError(501, "this server has no native engine (it was started with an "
+                              "upstream --llm URL or the scripted policy alone); the "
+                              "OpenAI-compatible endpoints need --model", "invalid_request_error",
+                              "no_engine")
+    return bridge
+
+
+def _check_model(request: Request, model: str | None) -> str:
+    served = _state(request).config.model_name
+    if model not in (None, "", served):
+        raise errors.not_found(f"model {model!r} is not served here; this server serves "
+                               f"{served!r} (GET /v1/models)")
+    return served
+
+
+@router.get("/v1/models", response_model=ModelList)
+async def list_models(request: Request) -> ModelList:
+    state = _state(request)
+    return ModelList(data=[ModelCard(id=state.config.model_name, created=state.created)])
+
+
+def _unsupported(body: Any) -> None:
+    if getattr(body, "echo", False):
+        raise errors.APIError(400, "echo is not supported", code="unsupported_parameter")
+    if body.logprobs:
+        raise errors.APIError(400, "logprobs are not supported", code="unsupported_parameter")
+    for name in ("presence_penalty", "frequency_penalty"):
+        if getattr(body, name) not in (None, 0, 0.0):
+            raise errors.APIError(400, f"{name} is not supported (only 0)",
+                                  code="unsupported_parameter")
+    if body.n > 8:
+        raise errors.APIError(400, "n is limited to 8", code="unsupported_parameter")
+
+
+def _max_tokens(request: Request, value: int | None) -> int:
+    limit = _state(request).config.max_tokens_limit
+    if value is None:
+        return limit
+    if value > limit:
+        raise errors.APIError(400, f"max_tokens {value} exceeds the server's limit of {limit}",
+                              code="max_tokens_too_large")
+    return value
+
+
+def _check_prompt_size(request: Request, prompts: list[Any]) -> None:
+    limit = _state(request).config.max_prompt_chars
+    for prompt in prompts:
+        if isinstance(prompt, str):
+            size = len(prompt)
+        elif prompt and isinstance(prompt[0], int):
+            size = len(prompt)
+        else:
+            size = sum(len(segment.text) for segment in prompt)
+        if size > limit:
+            raise errors.APIError(413, f"prompt of {size} characters exceeds the server's limit "
+                                  f"of {limit}", code="prompt_too_large")
+
+
+@router.post("/v1/completions", response_model=CompletionResponse)
+async def completions(body: CompletionRequest, request: Request):
+    model = _check_model(request, body.model)
+    bridge = _bridge(request)
+    _unsupported(body)
+    if body.segments is not None:
+        prompts = [bridge.segments(body.segments)]
+    elif body.prompt is None:
+        raise errors.APIError(400, "give a prompt (or segments)", code="missing_prompt")
+    elif isinstance(body.prompt, str):
+        prompts = [body.prompt]
+    elif body.prompt and isinstance(body.prompt[0], int):
+        prompts = [list(body.prompt)]
+    else:
+        prompts = list(body.prompt)
+    if not prompts:
+        raise errors.APIError(400, "the prompt list is empty", code="missing_prompt")
+    _check_prompt_size(request, prompts)
+    max_tokens = _max_tokens(request, body.max_tokens)
+    return await _serve(request, "/v1/completions", body, model, prompts, max_tokens, chat=False)
+
+
+@router.post("/v1/chat/completions", response_model=ChatCompletionResponse)
+async def chat_completions(body: ChatCompletionRequest, request: Request):
+    model = _check_model(request, body.model)
+    bridge = _bridge(request)
+    _unsupported(body)
+    prompt = bridge.chat_prompt(body.messages, body.add_generation_prompt)
+    _check_prompt_size(request, [prompt])
+    max_tokens = _max_tokens(request, body.max_completion_tokens if body.max_completion_tokens
+                             is not None else body.max_tokens)
+    return await _serve(request, "/v1/chat/completions", body, model, [prompt], max_tokens,
+                        chat=True)
+
+
+async def _serve(request: Request, endpoint: str, body: Any, model: str, prompts: list[Any],
+                 max_tokens: int, chat: bool):
+    state = _state(request)
+    bridge: EngineBridge = state.runtime.bridge
+    ticket = await state.admission.acquire(endpoint)
+    try:
+        generation = Generation(bridge, asyncio.get_running_loop(), body.session, body.priority)
+        ticket.on_cancel.append(generation.abort)
+        for p_index, prompt in enumerate(prompts):
+            for sample in range(body.n):
+                seed = None if body.seed is None else body.seed + sample
+                generation.start(prompt, bridge.sampling(body, max_tokens, seed))
+    except BaseException:
+        ticket.release()
+        raise
+    rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+    created = int(time.time())
+    if body.stream:
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        return StreamingResponse(
+            _stream(state, endpoint, generation, ticket, rid, created, model, chat, include_usage,
+                    body),
+            media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
+    try:
+        outputs = await generation.wait(ticket.remaining())
+    except (TimeoutError, asyncio.TimeoutError):
+        generation.abort()
+        raise errors.timeout(state.config.timeout_s) from None
+    except asyncio.CancelledError:
+        generation.abort()
+        raise
+    finally:
+        ticket.release()
+        _end_session(bridge, body)
+    usage = _usage(outputs)
+    _count_tokens(state, endpoint, usage)
+    if chat:
+        choices = [{"index": i, "message": {"role": "assistant", "content": out.text},
+                    "logprobs": None, "finish_reason": out.finish_reason}
+                   for i, out in enumerate(outputs)]
+        return {"id": rid, "object": "chat.completion", "created": created, "model": model,
+                "choices": choices, "usage": usage}
+    choices = [{"index": i, "text": out.text, "logprobs": None,
+                "finish_reason": out.finish_reason} for i, out in enumerate(outputs)]
+    return {"id": rid, "object": "text_completion", "created": created, "model": model,
+            "choices": choices, "usage": usage}
+
+
+def _usage(outputs: list[Any]) -> dict[str, Any]:
+    prompt = sum(out.prompt_tokens for out in outputs)
+    completion = sum(out.completion_tokens for out in outputs)
+    cached = sum(out.cached_tokens for out in outputs)
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached}}
+
+
+def _count_tokens(state: Any, endpoint: str, usage: dict[str, Any]) -> None:
+    state.metrics.tokens.inc(usage["prompt_tokens"], endpoint=endpoint, kind="prompt")
+    state.metrics.tokens.inc(usage["prompt_tokens_details"]["cached_tokens"], endpoint=endpoint,
+                             kind="cached")
+    state.metrics.tokens.inc(usage["completion_tokens"], endpoint=endpoint, kind="output")
+
+
+async def _stream(state: Any, endpoint: str, generation: Generation, ticket: Any, rid: str,
+                  created: int, model: str, chat: bool, include_usage: bool, body: Any
+                  ) -> AsyncIterator[str]:
+    obj = "chat.completion.chunk" if chat else "text_completion"
+
+    def chunk(index: int, text: str | None, finish: str | None, role: bool = False) -> str:
+        if chat:
+            delta: dict[str, Any] = {}
+            if role:
+                delta["role"] = "assistant"
+            if text is not None:
+                delta["content"] = text
+            choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
+        else:
+            choice = {"index": index, "text": text or "", "logprobs": None,
+                      "finish_reason": finish}
+        body = {"id": rid, "object": obj, "created": created, "model": model,
+                "choices": [choice]}
+        if include_usage:
+            body["usage"] = None
+        return sse.event(body)
+
+    first = True
+    try:
+        if chat:
+            for index in range(generation.size):
+                yield chunk(index, "", None, role=True)
+        async for index, text, output in generation.events(ticket.remaining()):
+            if first and text:
+                state.metrics.ttft.observe(time.monotonic() - ticket.arrived, endpoint=endpoint)
+                first = False
+            if output is None:
+                yield chunk(index, text, None)
+            else:
+                if text:
+                    yield chunk(index, text, None)
+                yield chunk(index, None if chat else "", output.finish_reason)
+        usage = _usage(generation.outputs())
+        _count_tokens(state, endpoint, usage)
+        if include_usage:
+            yield sse.event({"id": rid, "object": obj, "created": created, "model": model,
+                             "choices": [], "usage": usage})
+        yield sse.DONE
+    except (TimeoutError, asyncio.TimeoutError):
+        generation.abort()
+        yield sse.event(errors.timeout(state.config.timeout_s).body())
+        yield sse.DONE
+    except errors.APIError as exc:
+        generation.abort()
+        yield sse.event(exc.body())
+        yield sse.DONE
+    finally:
+        # Runs on normal end, on error and when the client disconnects (task cancelled).
+        generation.abort()
+        ticket.release()
+        _end_session(generation.bridge, body)
+
+
+def _end_session(bridge: EngineBridge, body: Any) -> None:
+    if body.end_session and body.session:
+        bridge.end_session(body.session)
+
+
+def chat_to_text(messages: list[ChatMessage]) -> list[tuple[str, str]]:
+    out = []
+    for message in messages:
+        if message.segments is not None:
+            text = "".join(segment.text for segment in message.segments)
+        elif isinstance(message.content, list):
+            text = "".join(part.text or "" for part in message.content if part.type == "text")
+        else:
+            text = message.content or ""
+        out.append((message.role, text))
+    return out

@@ -1,0 +1,181 @@
+"""What the server runs on: the engine, the LLM backend, the graphs and the agents.
+
+Built once at start-up from a `ServeConfig`; owned by the app (``app.state.serve.runtime``) and
+closed on shutdown. Heavy imports (torch, faiss) happen here, inside `build_runtime`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from glmcot.serve import errors
+from glmcot.serve.config import ServeConfig
+from glmcot.serve.engine_bridge import EngineBridge
+from glmcot.serve.metrics import flatten_stats
+
+
+def _normalize(question: str) -> str:
+    return " ".join(question.split())
+
+
+def load_scripted(path: Path) -> tuple[dict[str, dict], dict[str, dict]]:
+    """Reads questions.jsonl: records by qid and by (whitespace-normalized) question text."""
+    by_qid: dict[str, dict] = {}
+    by_text: dict[str, dict] = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                qid, question = record["qid"], record["question"]
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise ValueError(f"{path}:{number}: not a question record ({exc})") from None
+            by_qid[qid] = record
+            by_text.setdefault(_normalize(question), record)
+    return by_qid, by_text
+
+
+@dataclass
+class GraphHandle:
+    name: str
+    path: Path
+    graph: Any
+    retriever: Any = None
+
+
+@dataclass
+class Runtime:
+    """The live parts. Every field may be absent except the config (e.g. no engine when the
+    backend is an upstream URL)."""
+
+    config: ServeConfig
+    engine: Any = None
+    backend: Any = None
+    graphs: dict[str, GraphHandle] = field(default_factory=dict)
+    scripted_by_qid: dict[str, dict] = field(default_factory=dict)
+    scripted_by_text: dict[str, dict] = field(default_factory=dict)
+    agent_factory: Callable[..., Any] | None = None
+    pool: concurrent.futures.ThreadPoolExecutor | None = None
+    owns_engine: bool = True
+    _closed: bool = False
+
+    def __post_init__(self) -> None:
+        self.bridge = EngineBridge(self.engine) if self.engine is not None else None
+        if self.pool is None:
+            self.pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=self.config.max_concurrency, thread_name_prefix="glmcot-ask")
+        self._cancel_flags: dict[concurrent.futures.Future, threading.Event] = {}
+
+    # --- graphs and questions ----------------------------------------------------------------
+
+    def graph_names(self) -> list[str]:
+        return sorted(self.graphs)
+
+    def graph_infos(self) -> list[dict[str, Any]]:
+        infos = []
+        for name in self.graph_names():
+            graph = self.graphs[name].graph
+            infos.append({"name": name, "num_nodes": getattr(graph, "num_nodes", None),
+                          "num_edges": getattr(graph, "num_edges", None),
+                          "node_types": list(getattr(graph, "node_types", []) or [])})
+        return infos
+
+    def resolve_qid(self, question: str, qid: str | None) -> str | None:
+        """Under the scripted policy a question must be one of the loaded records."""
+        if self.config.scripted is None:
+            return qid
+        if qid is not None:
+            record = self.scripted_by_qid.get(qid)
+            if record is None:
+                raise errors.not_found(f"scripted policy: no question with qid {qid!r}")
+            if _normalize(record["question"]) != _normalize(question):
+                raise errors.APIError(400, f"scripted policy: qid {qid!r} is a different "
+                                      "question", code="qid_mismatch")
+            return qid
+        record = self.scripted_by_text.get(_normalize(question))
+        if record is None:
+            raise errors.APIError(400, "scripted policy: this question is not in the server's "
+                                  "questions file, so there is no plan to follow",
+                                  code="unknown_scripted_question")
+        return record["qid"]
+
+    def start_question(self, graph: str, method: str, question: str, qid: str | None,
+                       options: Any, on_event: Callable[[Any], None] | None
+                       ) -> tuple[concurrent.futures.Future, bool]:
+        """Runs one question in the worker pool. Returns its future and whether trace events
+        are delivered live (through `on_event`) or only in the result's trace."""
+        if self.agent_factory is None:
+            raise errors.APIError(501, "this server has no agents (glmcot.agents is not "
+                                  "available)", "server_error", "no_agents")
+        if self._closed:
+            raise errors.unavailable()
+        cancel = threading.Event()
+        agent, live = self.agent_factory(self.graphs[graph], method, options, on_event, cancel)
+        future = self.pool.submit(agent.answer, question, qid)
+        self._cancel_flags[future] = cancel
+        future.add_done_callback(lambda f: self._cancel_flags.pop(f, None))
+        return future, live and on_event is not None
+
+    def cancel(self, future: concurrent.futures.Future) -> None:
+        """Asks a running question to stop at its next step (agents check the flag)."""
+        flag = self._cancel_flags.get(future)
+        if flag is not None:
+            flag.set()
+        future.cancel()   # if it has not started yet
+
+    # --- metrics and lifetime ----------------------------------------------------------------
+
+    def collectors(self) -> list[Callable[[], list[str]]]:
+        out: list[Callable[[], list[str]]] = []
+        if self.engine is not None and hasattr(self.engine, "stats"):
+            out.append(lambda: flatten_stats("glmcot_engine", self.engine.stats(),
+                                             "Native engine statistics (engine.stats())."))
+        caches = [(handle.name, getattr(handle.retriever, "cache", None))
+                  for handle in self.graphs.values()]
+        caches = [(name, cache) for name, cache in caches if hasattr(cache, "stats")]
+        if caches:
+            out.append(lambda: flatten_stats(
+                "glmcot_retrieve_node_cache",
+                [((("graph", name),), cache.stats()) for name, cache in caches],
+                "RetrieveNode cache statistics."))
+        return out
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for flag in list(self._cancel_flags.values()):
+            flag.set()
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for closer in (getattr(self.backend, "close", None),
+                       getattr(self.engine, "shutdown", None) if self.owns_engine else None,
+                       getattr(self.engine, "close", None) if self.owns_engine else None):
+            if closer is not None:
+                try:
+                    closer()
+                except Exception:
+                    pass
+
+
+def build_runtime(config: ServeConfig) -> Runtime:
+    """Opens the graphs, starts the engine or connects the upstream, prepares the agents."""
+    runtime = Runtime(config=config)
+    if config.scripted is not None:
+        runtime.scripted_by_qid, runtime.scripted_by_text = load_scripted(config.scripted)
+    if config.model is not None:
+        from glmcot.engine import AsyncEngine, EngineConfig
+
+        runtime.engine = AsyncEngine(EngineConfig(model=config.model, **config.engine_options))
+        runtime.bridge = EngineBridge(runtime.engine)
+    if config.graphs:
+        from glmcot.serve import agents_glue
+
+        agents_glue.attach(runtime)
+    return runtime

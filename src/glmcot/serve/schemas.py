@@ -1,0 +1,232 @@
+"""Request and response bodies (pydantic). Versioned: a breaking change bumps the version string.
+
+`/v1/ask` is ours (``glmcot.serve.ask/1``); the `/v1/completions`, `/v1/chat/completions` and
+`/v1/models` bodies follow the OpenAI API, plus extra fields for clients that know the engine
+(segments with priority levels and reuse keys, session ids, request priority).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ASK_VERSION = "glmcot.serve.ask/1"
+EVENT_VERSION = "glmcot.serve.events/1"
+
+
+# --- /v1/ask -------------------------------------------------------------------------------
+
+class AskOptions(BaseModel):
+    """Per-request knobs. Unknown keys are rejected so a typo is not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+    include_trace: bool = Field(False, description="Return the agent's full trace in the answer.")
+    max_steps: int | None = Field(None, ge=1, le=50, description="Step limit for this question.")
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(None, ge=1, description="Per LLM call output limit.")
+
+
+class AskRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    question: str = Field(..., min_length=1, description="The question, in natural language.")
+    graph: str | None = Field(None, description="Graph name; optional when the server has one.")
+    method: Literal["glm", "graphcot"] = Field("glm", description="GLM multi-agent or Graph-CoT.")
+    qid: str | None = Field(None, description="Question id (the scripted policy matches by it).")
+    stream: bool = Field(False, description="Answer with Server-Sent Events, one per agent step.")
+    options: AskOptions = Field(default_factory=AskOptions)
+
+
+class AskUsage(BaseModel):
+    llm_calls: int
+    prompt_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    total_tokens: int
+
+
+class AskTiming(BaseModel):
+    latency_s: float = Field(..., description="Agent time, as the agent measured it.")
+    llm_time_s: float
+    retrieval_time_s: float
+    queue_s: float = Field(..., description="Time spent waiting for a free slot.")
+    server_s: float = Field(..., description="Arrival to response, as the server measured it.")
+
+
+class AskResponse(BaseModel):
+    object: Literal["glmcot.ask"] = "glmcot.ask"
+    version: str = ASK_VERSION
+    id: str
+    qid: str | None
+    question: str
+    graph: str
+    method: Literal["glm", "graphcot"]
+    policy: str = Field(..., description='"model", or "scripted policy" (measures the system, '
+                                         "never model accuracy).")
+    answer: str | None
+    failure: str | None = Field(None, description="unexpected_output | retrieval_error | "
+                                                  "code_error | step_limit | timeout | null")
+    usage: AskUsage
+    timing: AskTiming
+    trace: list[dict[str, Any]] | None = None
+
+
+class GraphInfo(BaseModel):
+    name: str
+    num_nodes: int | None = None
+    num_edges: int | None = None
+    node_types: list[str] = []
+
+
+class GraphList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[GraphInfo]
+
+
+# --- OpenAI-compatible -----------------------------------------------------------------------
+
+class SegmentIn(BaseModel):
+    """A prompt piece with its cache priority level (1 kept longest .. 4 evicted first)."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str
+    level: int = Field(4, ge=1, le=4)
+    key: str | None = Field(None, description="Content key for position-independent reuse.")
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+class EngineExtras(BaseModel):
+    """Extra body fields (``extra_body`` in the OpenAI client) understood by the native engine."""
+
+    top_k: int | None = Field(None, ge=-1)
+    ignore_eos: bool = False
+    stop_token_ids: list[int] | None = None
+    session: str | None = Field(None, description="Session id: notebook blocks stay at level 2.")
+    end_session: bool = Field(False, description="End the session when this request finishes.")
+    priority: int = Field(0, description="Scheduling priority; lower is served first.")
+    forced_text: str | None = Field(None, description="Force-decode exactly this text "
+                                                      "(scripted policy; never model output).")
+
+
+class CompletionRequest(EngineExtras):
+    model_config = ConfigDict(extra="ignore")
+    model: str | None = None
+    prompt: str | list[str] | list[int] | list[list[int]] | None = None
+    segments: list[SegmentIn] | None = Field(None, description="Prompt as segments "
+                                                               "(replaces prompt).")
+    max_tokens: int | None = Field(16, ge=0)
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    n: int = Field(1, ge=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    echo: bool = False
+    logprobs: int | None = None
+    presence_penalty: float | None = 0.0
+    frequency_penalty: float | None = 0.0
+    user: str | None = None
+
+
+class ContentPart(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: str
+    text: str | None = None
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[ContentPart] | None = None
+    segments: list[SegmentIn] | None = Field(None, description="Message content as segments.")
+
+
+class ChatCompletionRequest(EngineExtras):
+    model_config = ConfigDict(extra="ignore")
+    model: str | None = None
+    messages: list[ChatMessage] = Field(..., min_length=1)
+    max_tokens: int | None = Field(None, ge=0)
+    max_completion_tokens: int | None = Field(None, ge=0)
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    n: int = Field(1, ge=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    logprobs: bool | None = None
+    presence_penalty: float | None = 0.0
+    frequency_penalty: float | None = 0.0
+    user: str | None = None
+    add_generation_prompt: bool = True
+
+
+class PromptTokensDetails(BaseModel):
+    cached_tokens: int = 0
+
+
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    prompt_tokens_details: PromptTokensDetails | None = None
+
+
+class CompletionChoice(BaseModel):
+    index: int
+    text: str
+    logprobs: None = None
+    finish_reason: str | None
+
+
+class CompletionResponse(BaseModel):
+    id: str
+    object: Literal["text_completion"] = "text_completion"
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: Usage
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class ChatChoice(BaseModel):
+    index: int
+    message: AssistantMessage
+    logprobs: None = None
+    finish_reason: str | None
+
+
+class ChatCompletionResponse(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: Usage
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str = "glmcot"
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class Health(BaseModel):
+    status: Literal["ok", "starting", "shutting_down"]
+    policy: str
+    graphs: list[str]
+    model: str
