@@ -1,9 +1,205 @@
-"""Top-level commands of glmcot.eval."""
+"""Top-level commands of glmcot.eval: demo, ask, eval, bench."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
 import typer
+
+METHODS = ("glm", "graphcot", "base", "text-rag", "graph-rag")
+DOMAINS = ("dblp", "amazon", "goodreads", "biomedical", "legal")
+BENCHES = ("engine", "codesign", "agents", "graph", "ablation", "all")
+
+_CONFIG_HELP = "TOML config file (default: $GLMCOT_CONFIG, else ~/.config/glmcot/config.toml)."
+
+
+class UsageError(Exception):
+    """A bad combination of options or a missing input; printed without a traceback, exit 2."""
+
+
+@contextlib.contextmanager
+def _errors() -> Iterator[None]:
+    """Turns expected failures into one red line and exit code 2 (GLMCOT_DEBUG=1 shows tracebacks)."""
+    from rich.console import Console
+
+    try:
+        yield
+    except (typer.Exit, typer.Abort, typer.BadParameter, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
+        if os.environ.get("GLMCOT_DEBUG"):
+            raise
+        from glmcot.eval.config import ConfigError
+        from glmcot.eval.questions import QuestionFileError
+        from glmcot.eval.systems import SetupError
+
+        known = (UsageError, ConfigError, QuestionFileError, SetupError, FileNotFoundError, NotADirectoryError)
+        message = str(exc) if isinstance(exc, known) else f"{type(exc).__name__}: {exc}"
+        Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+        raise typer.Exit(2 if isinstance(exc, known) else 1) from None
+
+
+def _config(options: dict[str, Any], config_file: Optional[Path]):
+    from glmcot.eval.config import load_config
+
+    return load_config(options, config_file)
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _parse_methods(method: str) -> list[str]:
+    names: list[str] = []
+    for part in method.split(","):
+        part = part.strip().lower()
+        if part == "both":
+            names += ["graphcot", "glm"]
+        elif part in METHODS:
+            names.append(part)
+        else:
+            raise typer.BadParameter(f"unknown method {part!r}; choose from {', '.join(METHODS)}, both "
+                                     "(comma-separated for several)", param_hint="--method")
+    return list(dict.fromkeys(names))
+
+
+def _backend_choice(model: Optional[str], llm: Optional[str], scripted: bool, api_model: Optional[str]) -> str:
+    chosen = [name for name, on in (("--model", model), ("--llm", llm), ("--scripted", scripted)) if on]
+    if len(chosen) > 1:
+        raise typer.BadParameter(f"give only one of --model, --llm, --scripted (got {', '.join(chosen)})")
+    if api_model and not llm:
+        raise typer.BadParameter("--api-model needs --llm URL", param_hint="--api-model")
+    return chosen[0].lstrip("-") if chosen else ""
 
 
 def register(app: typer.Typer) -> None:
     """Adds this package's commands to the main app."""
+
+    @app.command("demo")
+    def demo_command(
+        out: Path = typer.Option(Path("glmcot-demo"), "--out", help="Folder for report.md, results.json and the PNG plots."),
+        questions: int = typer.Option(4, "--questions", "-n", min=1, help="Questions per domain."),
+        domains: str = typer.Option(",".join(DOMAINS), help="Comma-separated domains to run."),
+        model: str = typer.Option("random:qwen3:tiny", help="Engine model: random:qwen3:<size> (random weights) or a checkpoint dir."),
+        concurrency: Optional[int] = typer.Option(None, help="Questions in flight per method [env GLMCOT_CONCURRENCY; default 4]."),
+        ablation: bool = typer.Option(True, "--ablation/--no-ablation", help="Also run the ablation (Figure 15 bars)."),
+        quick: bool = typer.Option(False, "--quick", help="Smallest run: 2 questions per domain, a short ablation."),
+        as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of tables."),
+        config_file: Optional[Path] = typer.Option(None, "--config", help=_CONFIG_HELP),
+    ) -> None:
+        """Run GLM and Graph-CoT on synthetic graphs of the five domains (scripted policy on a
+        random-weight model: measures the system, not model accuracy) and write the Table-1 view,
+        report.md, results.json and plots."""
+        with _errors():
+            chosen = [d.strip() for d in domains.split(",") if d.strip()]
+            unknown = [d for d in chosen if d not in DOMAINS]
+            if unknown or not chosen:
+                raise typer.BadParameter(f"unknown domain(s) {', '.join(unknown) or '(none)'}; choose from "
+                                         f"{', '.join(DOMAINS)}", param_hint="--domains")
+            config = _config({"concurrency": concurrency}, config_file)
+            from glmcot.eval.demo import DemoOptions, run_demo
+
+            result = run_demo(DemoOptions(out=out, questions_per_domain=2 if quick else questions,
+                                          domains=chosen, model=model, ablation=ablation, quick=quick,
+                                          quiet=as_json), config)
+            if as_json:
+                _print_json(result)
+
+    @app.command("ask")
+    def ask_command(
+        question: str = typer.Argument(..., help="The question, in quotes."),
+        graph: Path = typer.Option(..., "--graph", help="Graph store folder (glmcot graph import / glmcot data synth)."),
+        model: Optional[str] = typer.Option(None, "--model", help="Local checkpoint folder for the native engine."),
+        llm: Optional[str] = typer.Option(None, "--llm", help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1 [env GLMCOT_LLM]."),
+        api_model: Optional[str] = typer.Option(None, "--api-model", help="Model name on that server [env GLMCOT_API_MODEL]."),
+        method: str = typer.Option("glm", help="glm or graphcot."),
+        trace: bool = typer.Option(False, "--trace", help="Also print the agents' steps: calls, snippets, facts, tokens, time."),
+        max_steps: Optional[int] = typer.Option(None, help="Step limit of the agent [default 10]."),
+        device: Optional[str] = typer.Option(None, help="Native engine device: auto, cpu, cuda."),
+        as_json: bool = typer.Option(False, "--json", help="Print the answer and trace as JSON."),
+        config_file: Optional[Path] = typer.Option(None, "--config", help=_CONFIG_HELP),
+    ) -> None:
+        """Answer one question over a graph with your model (a local checkpoint or a server)."""
+        with _errors():
+            from glmcot.eval.ask import ask
+
+            if method not in ("glm", "graphcot"):
+                raise typer.BadParameter("choose glm or graphcot", param_hint="--method")
+            _backend_choice(model, llm, False, api_model)
+            config = _config({"model": model, "llm": llm, "api_model": api_model, "max_steps": max_steps,
+                              "device": device}, config_file)
+            if not config.model and not config.llm:
+                raise typer.BadParameter("give --model PATH (local checkpoint) or --llm URL "
+                                         "(OpenAI-compatible server), or set GLMCOT_MODEL / GLMCOT_LLM")
+            ask(question, graph, method, config, trace=trace, as_json=as_json)
+
+    @app.command("eval")
+    def eval_command(
+        questions: Path = typer.Option(..., "--questions", help="questions.jsonl (glmcot data synth) or a GRBench file."),
+        graph: Optional[Path] = typer.Option(None, "--graph", help="Graph store folder (not needed for --method base)."),
+        method: str = typer.Option("glm", help="glm, graphcot, both, base, text-rag, graph-rag; comma-separated for several."),
+        model: Optional[str] = typer.Option(None, "--model", help="Local checkpoint or random:qwen3:<size> on the native engine."),
+        llm: Optional[str] = typer.Option(None, "--llm", help="OpenAI-compatible server URL [env GLMCOT_LLM]."),
+        api_model: Optional[str] = typer.Option(None, "--api-model", help="Model name on that server."),
+        scripted: bool = typer.Option(False, "--scripted", help="Scripted policy from the gold plans (system measurement, not accuracy)."),
+        out: Path = typer.Option(Path("runs/eval"), "--out", help="Folder for <method>.jsonl results and summary.json."),
+        limit: Optional[int] = typer.Option(None, min=1, help="Only the first N questions."),
+        judge: Optional[bool] = typer.Option(None, "--judge/--no-judge", help="LLM judge (GPT4score protocol); default on unless --scripted."),
+        judge_llm: Optional[str] = typer.Option(None, "--judge-llm", help="Judge server URL (default: the answering backend)."),
+        judge_model: Optional[str] = typer.Option(None, "--judge-model", help="Judge model name on that server."),
+        fresh: bool = typer.Option(False, "--fresh", help="Start over instead of resuming from the results files."),
+        concurrency: Optional[int] = typer.Option(None, help="Questions in flight [default 4]."),
+        price_input: Optional[float] = typer.Option(None, help="$ per million uncached prompt tokens [default 75, GPT-4.5]."),
+        price_cached_input: Optional[float] = typer.Option(None, help="$ per million cached prompt tokens [default 37.5]."),
+        price_output: Optional[float] = typer.Option(None, help="$ per million output tokens [default 150]."),
+        as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+        config_file: Optional[Path] = typer.Option(None, "--config", help=_CONFIG_HELP),
+    ) -> None:
+        """Accuracy (ROUGE-L, EM, LLM judge) and cost (tokens, calls, latency, failures) of one or
+        more methods; results are JSON Lines and a rerun resumes where it stopped."""
+        with _errors():
+            from glmcot.eval.evaluate import EvalOptions, evaluate
+
+            methods = _parse_methods(method)
+            choice = _backend_choice(model, llm, scripted, api_model)
+            config = _config({"model": model, "llm": llm, "api_model": api_model, "concurrency": concurrency,
+                              "judge_llm": judge_llm, "judge_model": judge_model, "price_input": price_input,
+                              "price_cached_input": price_cached_input, "price_output": price_output}, config_file)
+            if not choice and not config.model and not config.llm:
+                raise typer.BadParameter("give one of --model, --llm or --scripted (or set GLMCOT_MODEL / GLMCOT_LLM)")
+            if graph is None and any(m != "base" for m in methods):
+                raise typer.BadParameter(f"--graph is needed for {', '.join(m for m in methods if m != 'base')}",
+                                         param_hint="--graph")
+            result = evaluate(EvalOptions(questions=questions, graph=graph, methods=methods, scripted=scripted,
+                                          out=out, limit=limit, judge=(not scripted) if judge is None else judge,
+                                          resume=not fresh, quiet=as_json), config)
+            if as_json:
+                _print_json(result)
+
+    @app.command("bench")
+    def bench_command(
+        which: str = typer.Argument("all", help="engine, codesign, agents, graph, ablation or all."),
+        quick: bool = typer.Option(False, "--quick", help="A small run of each benchmark."),
+        out: Path = typer.Option(Path("runs/bench"), "--out", help="Folder for the JSON results."),
+        model: str = typer.Option("random:qwen3:tiny", help="Engine model for the ablation."),
+        questions: Optional[int] = typer.Option(None, "--questions", "-n", min=1, help="Ablation: questions per domain."),
+        as_json: bool = typer.Option(False, "--json", help="Print the collected results as JSON."),
+        config_file: Optional[Path] = typer.Option(None, "--config", help=_CONFIG_HELP),
+    ) -> None:
+        """Run the project's benchmarks (each prints a table and writes JSON)."""
+        with _errors():
+            from glmcot.eval.bench import run_bench
+
+            if which not in BENCHES:
+                raise typer.BadParameter(f"unknown benchmark {which!r}; choose from {', '.join(BENCHES)}",
+                                         param_hint="WHICH")
+            config = _config({}, config_file)
+            result = run_bench(which, quick=quick, out=out, model=model, questions=questions, config=config,
+                               quiet=as_json)
+            if as_json:
+                _print_json(result)

@@ -1,0 +1,88 @@
+"""`glmcot eval`: accuracy and cost of methods on a question file, resumable."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from glmcot.eval.config import EvalConfig
+from glmcot.eval.progress import console as make_console, progress as make_progress
+from glmcot.eval.questions import load_questions
+from glmcot.eval.report import SCRIPTED_NOTICE, summary_rich
+from glmcot.eval.runner import Prices, run_method, summarize, write_json_atomic
+
+
+@dataclass
+class EvalOptions:
+    questions: Path
+    graph: Path | None
+    methods: list[str]
+    scripted: bool = False
+    out: Path = Path("runs/eval")
+    limit: int | None = None
+    judge: bool = True
+    resume: bool = True
+    quiet: bool = False
+    domain: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def evaluate(options: EvalOptions, config: EvalConfig) -> dict[str, Any]:
+    from glmcot.eval import systems
+
+    out_console = make_console(options.quiet)
+    questions = load_questions(options.questions, limit=options.limit, domain=options.domain)
+    if options.scripted:
+        out_console.print(f"[bold yellow]{SCRIPTED_NOTICE}[/]")
+        missing_plans = [q.qid for q in questions if not (q.record.get("plan") or {})]
+        if missing_plans:
+            raise systems.SetupError(f"--scripted needs gold plans (glmcot data synth questions); "
+                                     f"{len(missing_plans)} question(s) have none, e.g. {missing_plans[0]}")
+    graph = systems.open_graph(options.graph) if options.graph is not None else None
+    prices = Prices(config.price_input, config.price_cached_input, config.price_output)
+    options.out.mkdir(parents=True, exist_ok=True)
+    summaries: dict[str, dict[str, Any]] = {}
+    with systems.answer_backend(config, scripted_questions=options.questions if options.scripted else None) as backend:
+        judge_fn = systems.judge_function(config, backend, options) if options.judge else None
+        with make_progress(options.quiet) as bar:
+            for method in options.methods:
+                answer_fn = systems.method_answer_fn(method, graph, backend, config)
+                task = bar.add_task(f"{method}", total=len(questions))
+                done_before = 0
+
+                def tick(_row: dict[str, Any], task=task) -> None:
+                    bar.advance(task)
+
+                outcome = run_method(method, questions, answer_fn, options.out / f"{method}.jsonl",
+                                     concurrency=config.concurrency, judge_fn=judge_fn, resume=options.resume,
+                                     on_done=tick)
+                done_before = outcome.skipped
+                bar.update(task, completed=len(questions))
+                summary = summarize(outcome.rows, outcome.wall_s, outcome.new, prices)
+                summary.update({"resumed": done_before, "answered_now": outcome.new,
+                                "results": str(options.out / f"{method}.jsonl")})
+                summaries[method] = summary
+    result = {
+        "format": "glmcot.eval-summary/1",
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "questions_file": str(options.questions),
+        "graph": str(options.graph) if options.graph else None,
+        "backend": systems.describe_backend(config, options.scripted),
+        "scripted_policy": options.scripted,
+        "judge": systems.describe_judge(config, options) if options.judge else None,
+        "methods": summaries,
+    }
+    write_json_atomic(options.out / "summary.json", result)
+    if not options.quiet:
+        out_console.print(summary_rich(summaries, title=f"glmcot eval: {options.questions.name} "
+                                                        f"({result['backend']})"))
+        for method, s in summaries.items():
+            out_console.print(f"cost {method}: ${s['cost_usd']:.4f} total, ${s['cost_per_question_usd']:.5f}/question "
+                              f"at ${config.price_input:g}/${config.price_cached_input:g}/${config.price_output:g} "
+                              "per million input/cached-input/output tokens"
+                              + (f"; {s['resumed']} question(s) resumed from the file" if s.get("resumed") else ""))
+        out_console.print(f"results: {options.out}/<method>.jsonl, summary: {options.out / 'summary.json'}")
+    return result
