@@ -81,7 +81,7 @@ class EngineBridge:
         if body.top_p is not None:
             fields["top_p"] = body.top_p
         if body.top_k is not None:
-            fields["top_k"] = body.top_k
+            fields["top_k"] = max(0, body.top_k)   # OpenAI-style -1 and the engine's 0 mean off
         if seed is not None:
             fields["seed"] = seed
         if body.stop:
