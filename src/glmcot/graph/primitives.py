@@ -1,0 +1,161 @@
+"""The five graph primitives the agents' code calls, over a graph handle.
+
+They return plain values (str, int, float, list of str). Errors are typed (``GraphToolError``
+subclasses) and their messages list the valid choices, because an LLM reads them to correct its
+next call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+
+from glmcot.graph.chunks import DEFAULT_CHUNK_CONFIG, ChunkConfig, render_chunk_at
+from glmcot.graph.errors import (
+    FeatureNotFound,
+    GraphToolError,
+    NodeNotFound,
+    RelationNotFound,
+    RetrievalUnavailable,
+)
+from glmcot.graph.store import Graph
+
+PRIMITIVES = ("RetrieveNode", "NodeInfo", "NodeFeature", "NeighbourCheck", "NodeDegree")
+
+
+class Retriever(Protocol):
+    def retrieve(self, text: str) -> str: ...
+
+
+class NeighbourList(list):
+    """A neighbour list that may be cut to a bound; printing it shows how many were left out."""
+
+    def __init__(self, items, total: int):
+        super().__init__(items)
+        self.total = total
+
+    @property
+    def omitted(self) -> int:
+        return self.total - len(self)
+
+    def __repr__(self) -> str:
+        text = super().__repr__()
+        if self.omitted:
+            text += f" ({self.omitted} more of {self.total} left out; NodeDegree gives the count)"
+        return text
+
+    __str__ = __repr__
+
+
+class GraphTools:
+    """The primitives bound to one graph; records the node ids a snippet looked at."""
+
+    def __init__(
+        self,
+        graph: Graph,
+        retriever: Retriever | None = None,
+        neighbour_limit: int | None = 50,
+        chunk_config: ChunkConfig = DEFAULT_CHUNK_CONFIG,
+    ):
+        if neighbour_limit is not None and neighbour_limit < 1:
+            raise ValueError("neighbour_limit must be at least 1, or None for no bound")
+        self.graph = graph
+        self.retriever = retriever
+        self.neighbour_limit = neighbour_limit
+        self.chunk_config = chunk_config
+        self._touched: dict[str, None] = {}
+        self._lock = threading.Lock()
+
+    # bookkeeping -------------------------------------------------------------------------------
+    @property
+    def touched(self) -> list[str]:
+        with self._lock:
+            return list(self._touched)
+
+    def reset_touched(self) -> None:
+        with self._lock:
+            self._touched.clear()
+
+    def _touch(self, node_id: str) -> None:
+        with self._lock:
+            self._touched.setdefault(node_id, None)
+
+    def functions(self) -> dict[str, Callable[..., Any]]:
+        return {name: getattr(self, name) for name in PRIMITIVES}
+
+    # argument checks ---------------------------------------------------------------------------
+    def _node(self, value: Any, primitive: str) -> tuple[str, int]:
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            value = str(value)  # numeric-looking ids (MAG, Goodreads) written without quotes
+        if isinstance(value, (list, tuple, set, frozenset)):
+            raise GraphToolError(
+                f"{primitive} takes one node id (a string), got a {type(value).__name__} of {len(value)}; "
+                f"call it once per id in a loop"
+            )
+        if not isinstance(value, str):
+            raise GraphToolError(f"{primitive} takes a node id string, got {type(value).__name__} {value!r}")
+        node_id = value.strip()
+        index = self.graph._find(node_id)
+        if index < 0:
+            raise NodeNotFound(f"no such node: {value!r}; node ids come from RetrieveNode or NeighbourCheck")
+        self._touch(node_id)
+        return node_id, index
+
+    @staticmethod
+    def _name(value: Any, primitive: str, what: str) -> str:
+        if not isinstance(value, str):
+            raise GraphToolError(f"{primitive} takes a {what} name string, got {type(value).__name__} {value!r}")
+        return value.strip()
+
+    # the primitives ----------------------------------------------------------------------------
+    def RetrieveNode(self, text: str) -> str:  # noqa: N802 - the names are the paper's
+        """Id of the node whose main text best matches ``text``."""
+        if not isinstance(text, str) or not text.strip():
+            raise GraphToolError(f"RetrieveNode takes a non-empty text string, got {text!r}")
+        if self.retriever is None:
+            raise RetrievalUnavailable(
+                "RetrieveNode is unavailable: this graph has no node index; build one with `glmcot graph embed DIR`"
+            )
+        node_id = self.retriever.retrieve(text)
+        self._touch(node_id)
+        return node_id
+
+    def NodeInfo(self, node_id: str) -> str:  # noqa: N802
+        """The node's vertex chunk: type, features, top neighbours per relation."""
+        _, index = self._node(node_id, "NodeInfo")
+        return render_chunk_at(self.graph, index, self.chunk_config)
+
+    def NodeFeature(self, node_id: str, feature: str) -> Any:  # noqa: N802
+        """One feature value of a node."""
+        _, index = self._node(node_id, "NodeFeature")
+        return self.graph.feature_at(index, self._name(feature, "NodeFeature", "feature"))
+
+    def NeighbourCheck(self, node_id: str, relation: str) -> list[str]:  # noqa: N802
+        """Neighbour ids along ``relation``, at most ``neighbour_limit`` of them, in stored order."""
+        _, index = self._node(node_id, "NeighbourCheck")
+        relation = self._name(relation, "NeighbourCheck", "relation")
+        neighbours = self.graph.neighbor_indices(index, relation)
+        total = len(neighbours)
+        if self.neighbour_limit is not None and total > self.neighbour_limit:
+            neighbours = neighbours[: self.neighbour_limit]
+        return NeighbourList(self.graph.node_ids(neighbours), total)
+
+    def NodeDegree(self, node_id: str, relation: str) -> int:  # noqa: N802
+        """Number of neighbours along ``relation``."""
+        _, index = self._node(node_id, "NodeDegree")
+        return self.graph.degree_at(index, self._name(relation, "NodeDegree", "relation"))
+
+
+__all__ = [
+    "GraphTools",
+    "GraphToolError",
+    "NodeNotFound",
+    "FeatureNotFound",
+    "RelationNotFound",
+    "RetrievalUnavailable",
+    "NeighbourList",
+    "PRIMITIVES",
+]
