@@ -1,0 +1,101 @@
+"""The block pool: every KV block of the preallocated cache, the prefix-hash index and the free
+blocks (ordered by an eviction policy). It knows nothing about requests."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from glmcot.engine.cache.eviction import EvictionPolicy
+
+
+@dataclass(eq=False)
+class KVBlock:
+    block_id: int
+    ref_count: int = 0
+    block_hash: int | None = None  # set once the block is full and cached
+    token_ids: tuple[int, ...] | None = None  # its content, compared on every hit
+    level: int = 4  # priority level of the segment it holds (1 keep longest .. 4 transient)
+    key: str | None = None  # content key (position-independent reuse, later)
+    last_access: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+    prev_free: "KVBlock | None" = field(default=None, repr=False)
+    next_free: "KVBlock | None" = field(default=None, repr=False)
+
+    def reset_content(self) -> None:
+        self.block_hash, self.token_ids, self.key, self.level = None, None, None, 4
+        self.extra.clear()
+
+
+class BlockPool:
+    def __init__(self, num_blocks: int, policy: EvictionPolicy) -> None:
+        if num_blocks < 1:
+            raise ValueError("the KV pool needs at least one block")
+        self.blocks = [KVBlock(i) for i in range(num_blocks)]
+        self.policy = policy
+        self.cached: dict[int, KVBlock] = {}
+        self.num_evictions = 0
+        for block in self.blocks:
+            policy.add(block)
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def num_free_blocks(self) -> int:
+        return len(self.policy)
+
+    def get_new_blocks(self, n: int) -> list[KVBlock]:
+        if n > len(self.policy):
+            raise ValueError(f"asked for {n} blocks, {len(self.policy)} free")
+        now = time.monotonic()
+        out = []
+        for _ in range(n):
+            block = self.policy.pop()
+            if block.block_hash is not None:
+                if self.cached.get(block.block_hash) is block:
+                    del self.cached[block.block_hash]
+                self.num_evictions += 1
+                block.reset_content()
+            block.ref_count = 1
+            block.last_access = now
+            out.append(block)
+        return out
+
+    def lookup(self, block_hash: int, token_ids: tuple[int, ...]) -> KVBlock | None:
+        """A cached block with this hash AND these tokens (a hash collision is a miss)."""
+        block = self.cached.get(block_hash)
+        if block is None or block.token_ids != token_ids:
+            return None
+        return block
+
+    def touch(self, blocks: Iterable[KVBlock]) -> None:
+        now = time.monotonic()
+        for block in blocks:
+            if block.ref_count == 0:
+                self.policy.remove(block)
+            block.ref_count += 1
+            block.last_access = now
+
+    def free(self, blocks: Iterable[KVBlock]) -> None:
+        """Release blocks in the given order (callers pass a request's blocks tail first)."""
+        now = time.monotonic()
+        for block in blocks:
+            block.ref_count -= 1
+            block.last_access = now
+            if block.ref_count == 0:
+                self.policy.add(block)
+
+    def cache_block(self, block: KVBlock, block_hash: int, token_ids: tuple[int, ...]) -> None:
+        block.block_hash, block.token_ids = block_hash, token_ids
+        # Keep the first block registered under a hash; a duplicate (or a colliding block with
+        # other tokens) stays usable by its owner but is not indexed.
+        self.cached.setdefault(block_hash, block)
+
+    def stats(self) -> dict[str, int]:
+        free = self.num_free_blocks
+        return {"blocks_total": self.num_blocks, "blocks_used": self.num_blocks - free, "blocks_free": free,
+                "blocks_cached": len(self.cached), "evictions": self.num_evictions}

@@ -1,0 +1,43 @@
+"""EngineConfig: every knob of the engine in one dataclass."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass
+class EngineConfig:
+    """Engine settings.
+
+    model: a local Hugging Face checkpoint directory, or `random:<family>:<size>`
+    (family qwen2 | qwen3 | llama, size tiny | small | 0.6b | 8b) for seeded random weights.
+    KV pool size: `kv_cache_tokens` or `kv_cache_bytes` (tokens win when both are set).
+    """
+
+    model: str = "random:qwen3:tiny"
+    dtype: str = "float32"  # float32 | bfloat16 | float16
+    device: str = "cpu"  # cpu | cuda | cuda:N
+    seed: int = 0  # random-weight seed (random: specs only)
+    block_size: int = 16
+    kv_cache_tokens: int | None = None
+    kv_cache_bytes: int | None = None
+    max_model_len: int | None = None  # defaults to min(config max positions, 8192)
+    max_num_seqs: int = 64
+    max_num_batched_tokens: int = 2048  # per-step token budget shared by decode and prefill
+    enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = True
+    eviction_policy: str = "lru"
+    num_threads: int | None = None  # torch CPU threads; None = all cores
+    tokenizer: str | None = None  # override: a directory with tokenizer.json
+    cuda_graphs: bool = False  # capture decode steps as CUDA graphs (CUDA only)
+
+    def __post_init__(self) -> None:
+        if self.dtype not in ("float32", "bfloat16", "float16"):
+            raise ValueError(f"dtype must be float32, bfloat16 or float16, got {self.dtype!r}")
+        if self.block_size < 1:
+            raise ValueError("block_size must be >= 1")
+        if self.max_num_seqs < 1 or self.max_num_batched_tokens < 1:
+            raise ValueError("max_num_seqs and max_num_batched_tokens must be >= 1")
+        if self.num_threads is None:
+            self.num_threads = os.cpu_count() or 1

@@ -1,0 +1,1 @@
+"""The engine loop: requests, scheduler, model runner, sampler, streaming detokenizer."""

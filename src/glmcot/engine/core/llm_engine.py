@@ -1,0 +1,228 @@
+"""LLMEngine: tokenises requests, runs scheduler -> model -> sampler steps, finishes requests.
+Single-threaded; AsyncEngine drives it from a background thread."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from glmcot.engine.cache.eviction import make_eviction_policy
+from glmcot.engine.cache.kv_cache_manager import KVCacheManager
+from glmcot.engine.config import EngineConfig
+from glmcot.engine.core.detokenizer import TextStream
+from glmcot.engine.core.model_runner import ModelRunner, kv_bytes_per_token
+from glmcot.engine.core.request import Request, SegmentSpan
+from glmcot.engine.core.sampler import sample
+from glmcot.engine.core.scheduler import Scheduler
+from glmcot.engine.models.loader import DTYPES, load_model
+from glmcot.engine.outputs import PromptTooLongError, RequestOutput
+
+log = logging.getLogger(__name__)
+
+Prompt = str | Sequence[int] | Sequence[Any]  # text, token ids, or Segment-like objects
+DEFAULT_CPU_KV_BYTES = 4 << 30
+DEFAULT_MAX_MODEL_LEN = 8192
+DEFAULT_POOL_TOKENS = 32768
+
+
+class LLMEngine:
+    def __init__(self, config: EngineConfig, hash_fn: Callable | None = None) -> None:
+        self.config = config
+        if config.device == "cpu":
+            torch.set_num_threads(config.num_threads)
+        dtype = DTYPES[config.dtype]
+        limit = config.max_model_len or DEFAULT_MAX_MODEL_LEN
+        loaded = load_model(config.model, config.dtype, config.device, limit + 1, config.seed, config.tokenizer)
+        self.model, self.model_config, self.tokenizer = loaded.model, loaded.config, loaded.tokenizer
+        self.eos_token_ids = set(loaded.config.eos_token_ids) | set(loaded.tokenizer.eos_token_ids)
+        per_token = kv_bytes_per_token(self.model, dtype)
+        bs = config.block_size
+        if config.kv_cache_tokens:
+            num_blocks = -(-config.kv_cache_tokens // bs)
+        elif config.kv_cache_bytes:
+            num_blocks = max(1, config.kv_cache_bytes // (per_token * bs))
+        else:  # a few full-length sequences, capped by memory
+            tokens = min(self._default_kv_bytes() // per_token, max(4 * limit, DEFAULT_POOL_TOKENS))
+            num_blocks = max(1, tokens // bs)
+        self.max_model_len = min(limit, self.model_config.max_position_embeddings, num_blocks * bs)
+        self.kv = KVCacheManager(num_blocks, bs, make_eviction_policy(config.eviction_policy),
+                                 config.enable_prefix_caching, **({"hash_fn": hash_fn} if hash_fn else {}))
+        self.scheduler = Scheduler(config, self.kv)
+        self.runner = ModelRunner(self.model, num_blocks, bs, dtype, config.device)
+        self.requests: dict[str, Request] = {}
+        self._ids = itertools.count()
+        self._arrivals = itertools.count()
+        self.num_steps = 0
+        self.num_prompt_tokens_computed = 0
+        self.num_generated_tokens = 0
+        self.busy_time = 0.0
+        self.started = time.monotonic()
+
+    def _default_kv_bytes(self) -> int:
+        if self.config.device.startswith("cuda"):
+            free, _ = torch.cuda.mem_get_info(torch.device(self.config.device))
+            return int(free * 0.8)
+        return DEFAULT_CPU_KV_BYTES
+
+    # ---- requests -------------------------------------------------------------------------
+    def tokenize_prompt(self, prompt: Prompt) -> tuple[list[int], list[SegmentSpan]]:
+        """Text gets the tokenizer's special tokens (e.g. BOS); segments are tokenised one by one
+        (so a shared leading segment gives the same tokens whatever follows it) and keep their
+        token boundaries."""
+        if isinstance(prompt, str):
+            ids = self.tokenizer.encode(prompt, add_special_tokens=True)
+            return ids, [SegmentSpan(0, len(ids), 4, None)]
+        items = list(prompt)
+        if all(isinstance(t, int) for t in items):
+            bad = [t for t in items if not 0 <= t < self.model_config.vocab_size]
+            if bad:
+                raise ValueError(f"token ids out of range [0, {self.model_config.vocab_size}): {bad[:5]}")
+            return items, [SegmentSpan(0, len(items), 4, None)]
+        if all(hasattr(s, "text") and hasattr(s, "level") for s in items):
+            ids: list[int] = []
+            spans = []
+            for i, segment in enumerate(items):
+                part = self.tokenizer.encode(segment.text, add_special_tokens=i == 0)
+                spans.append(SegmentSpan(len(ids), len(ids) + len(part), int(segment.level), getattr(segment, "key", None)))
+                ids.extend(part)
+            return ids, spans
+        raise TypeError("a prompt is a str, a list of token ids, or a list of Segment")
+
+    def add_request(self, prompt: Prompt, sampling: Any = None, request_id: str | None = None, priority: int = 0,
+                    session: str | None = None, on_delta: Callable[[str], None] | None = None,
+                    on_line: Callable[[str], None] | None = None) -> Request:
+        from glmcot.engine.sampling_params import SamplingParams
+
+        sampling = sampling or SamplingParams()
+        request_id = request_id or f"req-{next(self._ids)}"
+        if request_id in self.requests:
+            raise ValueError(f"request id {request_id!r} is already running")
+        ids, spans = self.tokenize_prompt(prompt)
+        self.check_fits(len(ids))
+        forced = sampling.forced_token_ids
+        if sampling.forced_text is not None:
+            forced = self.tokenizer.encode(sampling.forced_text)
+        request = Request(request_id, ids, sampling, spans, priority, session, next(self._arrivals),
+                          list(forced) if forced is not None else None, on_delta, on_line)
+        if sampling.seed is not None:
+            request.generator = torch.Generator().manual_seed(sampling.seed)
+        request.stream = TextStream(self.tokenizer, ids, sampling.stop, on_delta, on_line)
+        self.requests[request_id] = request
+        self.scheduler.add(request)
+        return request
+
+    def check_fits(self, num_prompt_tokens: int) -> None:
+        if num_prompt_tokens == 0:
+            raise ValueError("empty prompt")
+        if num_prompt_tokens >= self.max_model_len:
+            raise PromptTooLongError(
+                f"prompt of {num_prompt_tokens} tokens cannot fit: max_model_len is {self.max_model_len} "
+                f"(model positions {self.model_config.max_position_embeddings}, KV pool {self.kv.pool.num_blocks * self.kv.block_size} tokens)")
+
+    def abort(self, request_id: str) -> RequestOutput | None:
+        request = self.requests.pop(request_id, None)
+        if request is None:
+            return None
+        self.scheduler.abort(request)
+        request.stream.finish(stopped_by_string=False)
+        return self._output(request)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.requests)
+
+    # ---- the step -------------------------------------------------------------------------
+    def step(self) -> list[RequestOutput]:
+        """Run one batch; returns the requests that finished in it."""
+        plan = self.scheduler.schedule()
+        if not plan.scheduled:
+            return []
+        started = time.monotonic()
+        logits, sampled = self.runner.execute(plan.scheduled, self.kv)
+        for item in plan.scheduled:
+            request = item.request
+            if request.num_computed_tokens < request.num_prompt_tokens:
+                self.num_prompt_tokens_computed += min(item.num_new_tokens, request.num_prompt_tokens - request.num_computed_tokens)
+            request.num_computed_tokens += item.num_new_tokens
+            self.kv.cache_blocks(request)
+        finished = []
+        if sampled:
+            tokens = sample(logits.cpu(), sampled)
+            now = time.monotonic()
+            for request, token in zip(sampled, tokens):
+                if self._append(request, token, now):
+                    finished.append(self._output(request))
+        self.num_steps += 1
+        self.busy_time += time.monotonic() - started
+        return finished
+
+    def _append(self, request: Request, token: int, now: float) -> bool:
+        """Add one generated token; True when the request finished."""
+        params = request.sampling
+        if request.num_output_tokens >= params.max_tokens:  # max_tokens=0: a prefill-only request
+            return self._finish(request, "length", False, now)
+        if request.forced_token_ids is not None:
+            if request.num_output_tokens >= len(request.forced_token_ids):
+                return self._finish(request, "stop", False, now)
+            token = request.forced_token_ids[request.num_output_tokens]
+        request.all_token_ids.append(token)
+        self.num_generated_tokens += 1
+        if request.metrics.first_token_time is None:
+            request.metrics.first_token_time = now
+        hit_stop_string = request.stream.add_token(token)
+        reason = None
+        if token in self.eos_token_ids and not params.ignore_eos and request.forced_token_ids is None:
+            reason = "stop"
+        elif token in params.stop_token_ids or hit_stop_string:
+            reason = "stop"
+        elif request.forced_token_ids is not None and request.num_output_tokens >= len(request.forced_token_ids):
+            reason = "stop"
+        elif request.num_output_tokens >= params.max_tokens or request.num_tokens >= self.max_model_len:
+            reason = "length"
+        if reason is None:
+            request.stream.publish()
+            return False
+        return self._finish(request, reason, hit_stop_string, now)
+
+    def _finish(self, request: Request, reason: str, stopped_by_string: bool, now: float) -> bool:
+        self.scheduler.finish(request, reason)
+        self.requests.pop(request.request_id, None)
+        request.metrics.finished_time = now
+        request.stream.finish(stopped_by_string)
+        return True
+
+    def _output(self, request: Request) -> RequestOutput:
+        m = request.metrics
+        if m.first_token_time is not None:
+            m.ttft = m.first_token_time - m.arrival_time
+            if m.finished_time is not None and request.num_output_tokens > 1:
+                m.tpot = (m.finished_time - m.first_token_time) / (request.num_output_tokens - 1)
+        if m.finished_time is not None:
+            m.e2e = m.finished_time - m.arrival_time
+        return RequestOutput(request.request_id, request.stream.text, request.output_token_ids, request.num_prompt_tokens,
+                             max(request.num_cached_tokens, 0), request.finish_reason, m,
+                             request.all_token_ids[: request.num_prompt_tokens])
+
+    def stats(self) -> dict[str, Any]:
+        elapsed = time.monotonic() - self.started
+        kv = self.kv.stats()
+        queries = kv["prefix_queries_tokens"]
+        return {
+            **kv,
+            "prefix_hit_rate": kv["prefix_hits_tokens"] / queries if queries else 0.0,
+            "preemptions": self.scheduler.num_preemptions,
+            "running": len(self.scheduler.running),
+            "waiting": self.scheduler.num_waiting,
+            "steps": self.num_steps,
+            "prompt_tokens_computed": self.num_prompt_tokens_computed,
+            "generated_tokens": self.num_generated_tokens,
+            "busy_time_s": self.busy_time,
+            "generation_throughput_busy": self.num_generated_tokens / self.busy_time if self.busy_time else 0.0,
+            "uptime_s": elapsed,
+            "max_model_len": self.max_model_len,
+            "block_size": self.kv.block_size,
+        }

@@ -1,0 +1,60 @@
+"""Runs one scheduled step: packs every request's new tokens into one forward pass over the
+paged KV cache and returns logits for the rows that are sampled."""
+
+from __future__ import annotations
+
+import torch
+
+from glmcot.engine.cache.kv_cache_manager import KVCacheManager
+from glmcot.engine.core.request import Request
+from glmcot.engine.core.scheduler import ScheduledRequest
+from glmcot.engine.layers.attention import AttentionMetadata, SequenceSlice
+from glmcot.engine.models.decoder import DecoderModel
+
+
+def kv_bytes_per_token(model: DecoderModel, dtype: torch.dtype) -> int:
+    cfg = model.config
+    return 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * torch.tensor([], dtype=dtype).element_size()
+
+
+class ModelRunner:
+    def __init__(self, model: DecoderModel, num_blocks: int, block_size: int, dtype: torch.dtype, device: str) -> None:
+        cfg = model.config
+        self.model = model
+        self.block_size = block_size
+        self.device = torch.device(device)
+        # One preallocated tensor; zeros touches every page once, up front.
+        self.kv_cache = torch.zeros(cfg.num_layers, 2, num_blocks, block_size, cfg.num_kv_heads, cfg.head_dim,
+                                    dtype=dtype, device=self.device)
+
+    @torch.inference_mode()
+    def execute(self, scheduled: list[ScheduledRequest], kv: KVCacheManager) -> tuple[torch.Tensor | None, list[Request]]:
+        """Returns (logits [n_sampled, vocab] float32, the requests they belong to)."""
+        bs = self.block_size
+        input_ids: list[int] = []
+        positions: list[int] = []
+        slots: list[int] = []
+        sequences: list[SequenceSlice] = []
+        sample_rows: list[int] = []
+        sampled: list[Request] = []
+        for item in scheduled:
+            request, n = item.request, item.num_new_tokens
+            start, end = request.num_computed_tokens, request.num_computed_tokens + item.num_new_tokens
+            table = kv.block_ids(request)
+            q_start = len(input_ids)
+            input_ids.extend(request.all_token_ids[start:end])
+            positions.extend(range(start, end))
+            slots.extend(table[p // bs] * bs + p % bs for p in range(start, end))
+            block_ids = torch.tensor(table[: -(-end // bs)], dtype=torch.long, device=self.device)
+            sequences.append(SequenceSlice(q_start, n, end, block_ids))
+            if end == request.num_tokens:
+                sample_rows.append(q_start + n - 1)
+                sampled.append(request)
+        dev = self.device
+        meta = AttentionMetadata(torch.tensor(slots, dtype=torch.long, device=dev), sequences, bs)
+        hidden = self.model(torch.tensor(input_ids, dtype=torch.long, device=dev),
+                            torch.tensor(positions, dtype=torch.long, device=dev), self.kv_cache, meta)
+        if not sampled:
+            return None, []
+        rows = torch.tensor(sample_rows, dtype=torch.long, device=dev)
+        return self.model.compute_logits(hidden.index_select(0, rows)), sampled

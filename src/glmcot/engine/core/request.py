@@ -1,0 +1,82 @@
+"""Request: one sequence's tokens, progress, cache bookkeeping and streaming state."""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from glmcot.engine.outputs import RequestMetrics
+from glmcot.engine.sampling_params import SamplingParams
+
+
+class RequestStatus(enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+@dataclass(frozen=True)
+class SegmentSpan:
+    """Token range [start, end) of one prompt segment."""
+
+    start: int
+    end: int
+    level: int
+    key: str | None
+
+
+class Request:
+    def __init__(self, request_id: str, prompt_token_ids: list[int], sampling: SamplingParams,
+                 spans: list[SegmentSpan] | None = None, priority: int = 0, session: str | None = None,
+                 arrival_seq: int = 0, forced_token_ids: list[int] | None = None,
+                 on_delta: Callable[[str], None] | None = None, on_line: Callable[[str], None] | None = None) -> None:
+        self.request_id = request_id
+        self.all_token_ids = list(prompt_token_ids)
+        self.num_prompt_tokens = len(prompt_token_ids)
+        self.sampling = sampling
+        self.spans = spans or [SegmentSpan(0, len(prompt_token_ids), 4, None)]
+        self.priority = priority
+        self.session = session
+        self.arrival_seq = arrival_seq
+        self.forced_token_ids = forced_token_ids
+        self.on_delta, self.on_line = on_delta, on_line
+        self.status = RequestStatus.WAITING
+        self.num_computed_tokens = 0
+        self.block_hashes: list[int] = []
+        self.num_cached_tokens = -1  # prefix-cache hit at first scheduling
+        self.num_preemptions = 0
+        self.finish_reason: str | None = None
+        self.metrics = RequestMetrics(arrival_time=time.monotonic())
+        self.generator = None  # a torch.Generator for seeded sampling, set by the engine
+        self.stream = None  # TextStream, set by the engine
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.all_token_ids)
+
+    @property
+    def output_token_ids(self) -> list[int]:
+        return self.all_token_ids[self.num_prompt_tokens :]
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.all_token_ids) - self.num_prompt_tokens
+
+    @property
+    def sort_key(self) -> tuple[int, int]:
+        """Lower runs first: (priority, arrival)."""
+        return (self.priority, self.arrival_seq)
+
+    def level_of(self, start: int, end: int) -> int:
+        """The most important (lowest) level among segments overlapping [start, end); generated
+        tokens are transient (4)."""
+        levels = [s.level for s in self.spans if s.start < end and s.end > start]
+        if end > self.num_prompt_tokens:
+            levels.append(4)
+        return min(levels) if levels else 4
+
+    @property
+    def finished(self) -> bool:
+        return self.status == RequestStatus.FINISHED

@@ -1,0 +1,121 @@
+"""Continuous batching under one token budget (vLLM v1 style).
+
+Each step first gives the running requests their next tokens (one for decode, a chunk for a
+prefill in progress), most important first; when the pool is full it preempts the least
+important running request by recompute (its blocks are freed, its hashes kept, so it re-hits
+its own prefix when it returns). The rest of the budget admits waiting requests in
+(priority, arrival) order, each starting from its longest cached prefix.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass
+
+from glmcot.engine.cache.kv_cache_manager import KVCacheManager
+from glmcot.engine.config import EngineConfig
+from glmcot.engine.core.request import Request, RequestStatus
+
+
+@dataclass
+class ScheduledRequest:
+    request: Request
+    num_new_tokens: int
+
+
+@dataclass
+class SchedulerOutput:
+    scheduled: list[ScheduledRequest]
+    preempted: list[Request]
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(s.num_new_tokens for s in self.scheduled)
+
+
+class Scheduler:
+    def __init__(self, config: EngineConfig, kv: KVCacheManager) -> None:
+        self.config = config
+        self.kv = kv
+        self.waiting: list[tuple[tuple[int, int], Request]] = []  # heap on (priority, arrival)
+        self.running: list[Request] = []
+        self.num_preemptions = 0
+
+    def add(self, request: Request) -> None:
+        request.status = RequestStatus.WAITING
+        heapq.heappush(self.waiting, (request.sort_key, request))
+
+    def has_work(self) -> bool:
+        return bool(self.running) or any(not r.finished for _, r in self.waiting)
+
+    @property
+    def num_waiting(self) -> int:
+        return sum(1 for _, r in self.waiting if not r.finished)
+
+    def schedule(self) -> SchedulerOutput:
+        budget = self.config.max_num_batched_tokens
+        scheduled: list[ScheduledRequest] = []
+        preempted: list[Request] = []
+        self.running.sort(key=lambda r: r.sort_key)
+        i = 0
+        while i < len(self.running) and budget > 0:
+            request = self.running[i]
+            num_new = min(request.num_tokens - request.num_computed_tokens, budget)
+            while not self.kv.allocate_slots(request, num_new):
+                victim = self.running.pop()  # the least important not yet scheduled (or itself)
+                self._preempt(victim)
+                preempted.append(victim)
+                if victim is request:
+                    break
+            if request.status != RequestStatus.RUNNING:
+                break
+            scheduled.append(ScheduledRequest(request, num_new))
+            budget -= num_new
+            i += 1
+
+        # Admit new work only when nothing had to be preempted (the pool is not under pressure).
+        while not preempted and self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
+            request = self.waiting[0][1]
+            if request.finished:  # aborted while waiting
+                heapq.heappop(self.waiting)
+                continue
+            computed, num_hit = self.kv.get_computed_blocks(request)
+            remaining = request.num_tokens - num_hit
+            if remaining > budget and not self.config.enable_chunked_prefill:
+                if scheduled or remaining <= self.config.max_num_batched_tokens:
+                    break
+                # A prompt longer than the whole budget still has to run: give it one step alone.
+            num_new = min(remaining, budget) if self.config.enable_chunked_prefill else remaining
+            if not self.kv.allocate_slots(request, num_new, computed):
+                break
+            heapq.heappop(self.waiting)
+            self.kv.record_lookup(request.num_tokens, num_hit)
+            request.num_computed_tokens = num_hit
+            if request.num_cached_tokens < 0:
+                request.num_cached_tokens = num_hit
+            if request.metrics.first_scheduled_time is None:
+                request.metrics.first_scheduled_time = time.monotonic()
+                request.metrics.queue_time = request.metrics.first_scheduled_time - request.metrics.arrival_time
+            request.status = RequestStatus.RUNNING
+            self.running.append(request)
+            scheduled.append(ScheduledRequest(request, num_new))
+            budget -= num_new
+        return SchedulerOutput(scheduled, preempted)
+
+    def _preempt(self, request: Request) -> None:
+        self.kv.free(request)
+        request.num_computed_tokens = 0
+        request.num_preemptions += 1
+        self.num_preemptions += 1
+        self.add(request)
+
+    def finish(self, request: Request, reason: str) -> None:
+        request.status = RequestStatus.FINISHED
+        request.finish_reason = reason
+        if request in self.running:
+            self.running.remove(request)
+        self.kv.free(request)
+
+    def abort(self, request: Request) -> None:
+        self.finish(request, "abort")  # a waiting entry is skipped lazily by schedule()

@@ -1,0 +1,1 @@
+"""Model building blocks: norm, rotary embedding, attention over the paged KV cache, MLP."""

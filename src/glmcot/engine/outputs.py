@@ -1,0 +1,55 @@
+"""Request records shared by the engine and its callers: Segment, RequestOutput, metrics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class PromptTooLongError(ValueError):
+    """A prompt that can never be served: longer than max_model_len or the whole KV pool."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A piece of a prompt. level: 1 shared agent prompt, 2 session notebook, 3 finished
+    notebook, 4 transient. key: optional content key for position-independent reuse."""
+
+    text: str
+    level: int = 4
+    key: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.level not in (1, 2, 3, 4):
+            raise ValueError(f"Segment level must be 1..4, got {self.level}")
+
+
+@dataclass
+class RequestMetrics:
+    arrival_time: float
+    first_scheduled_time: float | None = None
+    first_token_time: float | None = None
+    finished_time: float | None = None
+    queue_time: float | None = None  # arrival -> first scheduled
+    ttft: float | None = None  # arrival -> first output token
+    tpot: float | None = None  # mean time per output token after the first
+    e2e: float | None = None
+
+
+@dataclass
+class RequestOutput:
+    request_id: str
+    text: str
+    token_ids: list[int]
+    prompt_tokens: int
+    cached_tokens: int
+    finish_reason: str | None  # "stop" | "length" | "abort" | None while running
+    metrics: RequestMetrics
+    prompt_token_ids: list[int] = field(default_factory=list, repr=False)
+
+    @property
+    def output_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None

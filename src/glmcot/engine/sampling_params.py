@@ -1,0 +1,41 @@
+"""SamplingParams: how one request is decoded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SamplingParams:
+    """temperature 0 means greedy. `forced_text` / `forced_token_ids` make the engine emit exactly
+    that completion while still running (and sampling) every decode step, so compute is real."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0  # 0 = off
+    seed: int | None = None
+    max_tokens: int = 256
+    stop: list[str] = field(default_factory=list)
+    stop_token_ids: list[int] = field(default_factory=list)
+    ignore_eos: bool = False
+    forced_text: str | None = None
+    forced_token_ids: list[int] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.stop, str):
+            self.stop = [self.stop]
+        self.stop = [s for s in self.stop if s]
+        if self.temperature < 0:
+            raise ValueError("temperature must be >= 0")
+        if not 0 < self.top_p <= 1:
+            raise ValueError("top_p must be in (0, 1]")
+        if self.top_k < 0:
+            raise ValueError("top_k must be >= 0")
+        if self.max_tokens < 0:
+            raise ValueError("max_tokens must be >= 0")
+        if self.forced_text is not None and self.forced_token_ids is not None:
+            raise ValueError("give forced_text or forced_token_ids, not both")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0 or self.top_k == 1
