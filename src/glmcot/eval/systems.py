@@ -5,6 +5,7 @@ Everything that depends on another package's constructor lives here, in one plac
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -196,3 +197,30 @@ def make_agent(method: str, graph: Any, backend: Any, config: EvalConfig, tools:
     agent_config = AgentConfig(max_steps=config.max_steps, **(options or {}))
     cls = GLMAgent if method == "glm" else GraphCoTAgent
     return cls(tools if tools is not None else make_tools(graph, config), backend, agent_config)
+
+
+def engine_stats(backend: Any) -> dict[str, Any] | None:
+    """The native engine's counters behind a backend (scripted wrappers included), if any."""
+    for candidate in (backend, getattr(backend, "inner", None), getattr(backend, "backend", None)):
+        engine = getattr(candidate, "engine", None)
+        if engine is not None and hasattr(engine, "stats"):
+            try:
+                return dict(engine.stats())
+            except Exception:  # stats are informative; never fail a run over them
+                return None
+    return None
+
+
+def supported_engine_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Keeps the EngineConfig fields this engine has (a feature switch it lacks cannot be ablated)."""
+    from glmcot.engine import EngineConfig
+
+    names = {f.name for f in dataclasses.fields(EngineConfig)}
+    return {k: v for k, v in options.items() if k in names}
+
+
+def supported_agent_options(options: dict[str, Any]) -> dict[str, Any]:
+    from glmcot.agents import AgentConfig
+
+    names = {f.name for f in dataclasses.fields(AgentConfig)}
+    return {k: v for k, v in options.items() if k in names}
