@@ -1,0 +1,219 @@
+"""The OpenAI-compatible endpoints against the real engine, through the official `openai` client."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+
+from glmcot.serve.config import ServeConfig
+from glmcot.serve.runtime import Runtime
+from glmcot.serve.server import BackgroundServer
+
+pytest.importorskip("glmcot.engine.async_engine", reason="glmcot.engine.AsyncEngine not landed")
+
+MODEL = "random:qwen3:tiny"
+KEY = "openai-test-key"
+PROMPT = "The graph has a node called"
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from glmcot.engine import AsyncEngine, EngineConfig
+
+    engine = AsyncEngine(EngineConfig(model=MODEL, num_threads=1, kv_cache_tokens=4096))
+    yield engine
+    for name in ("shutdown", "close"):
+        if hasattr(engine, name):
+            getattr(engine, name)()
+            break
+
+
+@pytest.fixture(scope="module")
+def server(engine):
+    config = ServeConfig(model=MODEL, port=0, api_key=KEY, max_tokens_limit=256)
+    runtime = Runtime(config=config, engine=engine, owns_engine=False)
+    with BackgroundServer(config, runtime) as server:
+        yield server
+
+
+@pytest.fixture()
+def client(server):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0, timeout=60)
+
+
+def idle(engine, timeout=20.0):
+    """Waits until the engine runs nothing; returns its stats."""
+    deadline = time.monotonic() + timeout
+    while True:
+        stats = engine.stats()
+        if stats.get("running", 0) == 0 and stats.get("waiting", 0) == 0:
+            return stats
+        if time.monotonic() > deadline:
+            raise AssertionError(f"engine still busy: {stats}")
+        time.sleep(0.05)
+
+
+def test_models_lists_the_served_model(client):
+    assert [m.id for m in client.models.list().data] == [MODEL]
+
+
+def test_completion_matches_the_in_process_engine(client, engine):
+    from glmcot.engine import SamplingParams
+
+    reply = client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=12, temperature=0)
+    local = engine.submit(PROMPT, SamplingParams(temperature=0, max_tokens=12)).result(60)
+    assert reply.choices[0].text == local.text
+    assert reply.choices[0].finish_reason in ("stop", "length")
+    assert reply.usage.prompt_tokens == local.prompt_tokens
+    assert reply.usage.completion_tokens == len(local.token_ids)
+    assert reply.usage.total_tokens == reply.usage.prompt_tokens + reply.usage.completion_tokens
+
+
+def test_streamed_completion_equals_the_plain_one(client):
+    plain = client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=12, temperature=0)
+    chunks = list(client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=12,
+                                            temperature=0, stream=True,
+                                            stream_options={"include_usage": True}))
+    text = "".join(c.choices[0].text for c in chunks if c.choices)
+    assert text == plain.choices[0].text
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and
+                c.choices[0].finish_reason]
+    assert finishes == [plain.choices[0].finish_reason]
+    assert chunks[-1].usage.completion_tokens == plain.usage.completion_tokens
+
+
+def test_chat_plain_and_streaming_agree(client):
+    messages = [{"role": "system", "content": "You answer briefly."},
+                {"role": "user", "content": "Who wrote the paper?"}]
+    plain = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=10,
+                                           temperature=0)
+    assert plain.choices[0].message.role == "assistant"
+    chunks = list(client.chat.completions.create(model=MODEL, messages=messages, max_tokens=10,
+                                                 temperature=0, stream=True))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks)
+    assert text == plain.choices[0].message.content
+    assert chunks[-1].choices[0].finish_reason == plain.choices[0].finish_reason
+
+
+def test_extra_body_segments_session_and_forced_text(client, engine):
+    segments = [{"text": "Shared agent instructions. ", "level": 1},
+                {"text": "Node A: a paper about graphs. ", "level": 2, "key": "node:A"},
+                {"text": "Question: who?", "level": 4}]
+    reply = client.completions.create(
+        model=MODEL, prompt="", max_tokens=20, temperature=0,
+        extra_body={"segments": segments, "session": "s-1", "end_session": True,
+                    "forced_text": "Alice, Bob"})
+    assert reply.choices[0].text == "Alice, Bob"
+    joined = client.completions.create(model=MODEL, prompt="".join(s["text"] for s in segments),
+                                       max_tokens=1, temperature=0)
+    # segments are tokenised one by one, so the count may differ slightly from the joined text
+    assert abs(reply.usage.prompt_tokens - joined.usage.prompt_tokens) <= len(segments)
+    chat = client.chat.completions.create(
+        model=MODEL, max_tokens=20, temperature=0,
+        messages=[{"role": "user", "content": "", "segments": segments}],
+        extra_body={"forced_text": "forced"})
+    assert chat.choices[0].message.content == "forced"
+
+
+def test_client_errors_are_typed(client, server):
+    with pytest.raises(openai.NotFoundError, match="not served here"):
+        client.completions.create(model="gpt-4", prompt=PROMPT, max_tokens=2)
+    with pytest.raises(openai.BadRequestError, match="exceeds the server's limit"):
+        client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=100_000)
+    with pytest.raises(openai.BadRequestError, match="not supported"):
+        client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=2, echo=True)
+    bad = openai.OpenAI(base_url=server.url + "/v1", api_key="wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError, match="invalid API key"):
+        bad.models.list()
+
+
+def test_disconnect_mid_stream_frees_the_engine_blocks(server, engine):
+    baseline = idle(engine)
+    body = {"model": MODEL, "prompt": PROMPT, "max_tokens": 256, "temperature": 0,
+            "ignore_eos": True, "stream": True}
+    with httpx.Client(base_url=server.url, timeout=30,
+                      headers={"Authorization": f"Bearer {KEY}"}) as http:
+        with http.stream("POST", "/v1/completions", json=body) as response:
+            assert response.status_code == 200
+            lines = response.iter_lines()
+            got = [line for line, _ in zip(lines, range(6)) if line.startswith("data:")]
+            assert got and json.loads(got[0][5:])["object"] == "text_completion"
+            assert engine.stats()["running"] >= 1
+        # leaving the block closes the connection mid-stream
+    stats = idle(engine)
+    assert stats["blocks_used"] == baseline["blocks_used"]
+    assert stats["generated_tokens"] - baseline["generated_tokens"] < 256
+
+
+@pytest.fixture()
+def narrow_server(engine):
+    """One slot, no queue, a short timeout: to see 429 and 504."""
+    config = ServeConfig(model=MODEL, port=0, max_concurrency=1, max_queue=0, timeout_s=2.0,
+                         max_tokens_limit=100_000)
+    runtime = Runtime(config=config, engine=engine, owns_engine=False)
+    with BackgroundServer(config, runtime) as server:
+        yield server
+
+
+def test_full_server_answers_429_and_slow_requests_504(narrow_server, engine):
+    long_body = {"model": MODEL, "prompt": PROMPT, "max_tokens": 20_000, "temperature": 0,
+                 "ignore_eos": True}
+    results = {}
+
+    def slow():
+        with httpx.Client(base_url=narrow_server.url, timeout=30) as http:
+            results["slow"] = http.post("/v1/completions", json=long_body)
+
+    thread = threading.Thread(target=slow)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while narrow_server.app.state.serve.admission.running == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    client = openai.OpenAI(base_url=narrow_server.url + "/v1", api_key="none", max_retries=0)
+    with pytest.raises(openai.RateLimitError, match="server is full"):
+        client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=2)
+    thread.join(30)
+    assert results["slow"].status_code == 504
+    assert results["slow"].json()["error"]["type"] == "timeout_error"
+    idle(engine)
+    metrics = httpx.get(narrow_server.url + "/metrics").text
+    assert 'glmcot_requests_rejected_total{reason="busy"} 1' in metrics
+    assert 'glmcot_requests_total{endpoint="/v1/completions",status="504"} 1' in metrics
+
+
+def test_shutdown_cancels_in_flight_streams_cleanly(engine):
+    config = ServeConfig(model=MODEL, port=0, shutdown_grace_s=0.5, max_tokens_limit=100_000)
+    runtime = Runtime(config=config, engine=engine, owns_engine=False)
+    server = BackgroundServer(config, runtime).start()
+    received: list[str] = []
+
+    def stream():
+        body = {"model": MODEL, "prompt": PROMPT, "max_tokens": 20_000, "temperature": 0,
+                "ignore_eos": True, "stream": True}
+        try:
+            with httpx.stream("POST", server.url + "/v1/completions", json=body,
+                              timeout=30) as response:
+                for line in response.iter_lines():
+                    received.append(line)
+        except httpx.HTTPError as exc:
+            received.append(f"closed: {type(exc).__name__}")
+
+    thread = threading.Thread(target=stream)
+    thread.start()
+    while len(received) < 3:
+        time.sleep(0.01)
+    started = time.monotonic()
+    server.stop()
+    assert not server.thread.is_alive()
+    assert time.monotonic() - started < 15
+    thread.join(10)
+    assert not thread.is_alive()
+    stats = idle(engine)
+    assert stats["running"] == 0
