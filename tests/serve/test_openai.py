@@ -110,6 +110,7 @@ def test_extra_body_segments_session_and_forced_text(client, engine):
         extra_body={"segments": segments, "session": "s-1", "end_session": True,
                     "forced_text": "Alice, Bob"})
     assert reply.choices[0].text == "Alice, Bob"
+    assert reply.system_fingerprint == "glmcot-forced-text (scripted policy)"
     joined = client.completions.create(model=MODEL, prompt="".join(s["text"] for s in segments),
                                        max_tokens=1, temperature=0)
     # segments are tokenised one by one, so the count may differ slightly from the joined text
@@ -128,6 +129,8 @@ def test_client_errors_are_typed(client, server):
         client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=100_000)
     with pytest.raises(openai.BadRequestError, match="not supported"):
         client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=2, echo=True)
+    with pytest.raises(openai.BadRequestError, match="empty prompt"):
+        client.completions.create(model=MODEL, prompt="", max_tokens=2)
     bad = openai.OpenAI(base_url=server.url + "/v1", api_key="wrong", max_retries=0)
     with pytest.raises(openai.AuthenticationError, match="invalid API key"):
         bad.models.list()

@@ -132,20 +132,28 @@ async def _serve(request: Request, endpoint: str, body: Any, model: str, prompts
     try:
         generation = Generation(bridge, asyncio.get_running_loop(), body.session, body.priority)
         ticket.on_cancel.append(generation.abort)
-        for p_index, prompt in enumerate(prompts):
+        for prompt in prompts:
             for sample in range(body.n):
                 seed = None if body.seed is None else body.seed + sample
                 generation.start(prompt, bridge.sampling(body, max_tokens, seed))
+    except (ValueError, TypeError) as exc:   # the engine refused the prompt (empty, too long)
+        generation.abort()
+        ticket.release()
+        raise errors.APIError(400, f"{exc}", code="invalid_prompt") from None
     except BaseException:
+        generation.abort()
         ticket.release()
         raise
     rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+    # forced text is the scripted policy's, never the model's: say so in every response
+    fingerprint = "glmcot-forced-text (scripted policy)" if body.forced_text is not None \
+        else "glmcot"
     created = int(time.time())
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         return StreamingResponse(
             _stream(state, endpoint, generation, ticket, rid, created, model, chat, include_usage,
-                    body),
+                    body, fingerprint),
             media_type=sse.MEDIA_TYPE, headers=sse.HEADERS)
     try:
         outputs = await generation.wait(ticket.remaining())
@@ -165,11 +173,11 @@ async def _serve(request: Request, endpoint: str, body: Any, model: str, prompts
                     "logprobs": None, "finish_reason": out.finish_reason}
                    for i, out in enumerate(outputs)]
         return {"id": rid, "object": "chat.completion", "created": created, "model": model,
-                "choices": choices, "usage": usage}
+                "system_fingerprint": fingerprint, "choices": choices, "usage": usage}
     choices = [{"index": i, "text": out.text, "logprobs": None,
                 "finish_reason": out.finish_reason} for i, out in enumerate(outputs)]
     return {"id": rid, "object": "text_completion", "created": created, "model": model,
-            "choices": choices, "usage": usage}
+            "system_fingerprint": fingerprint, "choices": choices, "usage": usage}
 
 
 def _usage(outputs: list[Any]) -> dict[str, Any]:
@@ -189,8 +197,8 @@ def _count_tokens(state: Any, endpoint: str, usage: dict[str, Any]) -> None:
 
 
 async def _stream(state: Any, endpoint: str, generation: Generation, ticket: Any, rid: str,
-                  created: int, model: str, chat: bool, include_usage: bool, body: Any
-                  ) -> AsyncIterator[str]:
+                  created: int, model: str, chat: bool, include_usage: bool, body: Any,
+                  fingerprint: str) -> AsyncIterator[str]:
     obj = "chat.completion.chunk" if chat else "text_completion"
 
     def chunk(index: int, text: str | None, finish: str | None, role: bool = False) -> str:
@@ -205,7 +213,7 @@ async def _stream(state: Any, endpoint: str, generation: Generation, ticket: Any
             choice = {"index": index, "text": text or "", "logprobs": None,
                       "finish_reason": finish}
         body = {"id": rid, "object": obj, "created": created, "model": model,
-                "choices": [choice]}
+                "system_fingerprint": fingerprint, "choices": [choice]}
         if include_usage:
             body["usage"] = None
         return sse.event(body)

@@ -188,6 +188,8 @@ class CompletionResponse(BaseModel):
     object: Literal["text_completion"] = "text_completion"
     created: int
     model: str
+    system_fingerprint: str = Field("glmcot", description='"glmcot-forced-text (scripted '
+                                    'policy)" when the text was forced, never model output')
     choices: list[CompletionChoice]
     usage: Usage
 
@@ -209,6 +211,7 @@ class ChatCompletionResponse(BaseModel):
     object: Literal["chat.completion"] = "chat.completion"
     created: int
     model: str
+    system_fingerprint: str = "glmcot"
     choices: list[ChatChoice]
     usage: Usage
 
