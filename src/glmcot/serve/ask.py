@@ -53,11 +53,33 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
-def event_name(event: dict[str, Any]) -> str:
-    for key in ("type", "kind", "event", "agent"):
-        if isinstance(event.get(key), str):
-            return event[key]
-    return "step"
+LLM_EVENT_NAMES = {"classify": "classification", "reason": "reasoning", "act": "snippet",
+                   "graphcot-thought": "thought", "graphcot-action": "action"}
+EVENT_NAMES = {"classify": "classification", "exec": "retrieval", "notebook": "notebook",
+               "graphcot-step": "step", "error": "agent-error"}
+
+
+def event_view(event: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """An agent trace event (glmcot.trace/1) as an SSE event name and a light payload.
+
+    LLM calls are sent without their prompt segments (the notebook and instructions would be
+    repeated at every step); the response text says what the agent decided: the R-Agent's
+    missing information or answer, the A-Agent's snippet, Graph-CoT's thought or action.
+    """
+    kind = event.get("type")
+    if kind == "llm":
+        agent = str(event.get("agent") or (event.get("metadata") or {}).get("agent") or "llm")
+        response = event.get("response") or {}
+        payload = {"agent": agent, "text": response.get("text"),
+                   "step": (event.get("metadata") or {}).get("step"),
+                   "prompt_tokens": response.get("prompt_tokens"),
+                   "cached_tokens": response.get("cached_tokens"),
+                   "output_tokens": response.get("output_tokens"),
+                   "latency_s": response.get("latency_s")}
+        return LLM_EVENT_NAMES.get(agent, agent), payload
+    if isinstance(kind, str):
+        return EVENT_NAMES.get(kind, kind), event
+    return "step", event
 
 
 @router.get("/v1/graphs", response_model=GraphList, tags=["Questions"])
@@ -94,6 +116,9 @@ def _response(state: Any, rid: str, body: AskRequest, graph: str, qid: str | Non
     trace = [jsonable(e) for e in result.trace] if body.options.include_trace else None
     return AskResponse(id=rid, qid=qid, question=body.question, graph=graph, method=body.method,
                        policy=state.config.policy, answer=result.answer, failure=result.failure,
+                       failure_detail=getattr(result, "failure_detail", None),
+                       backend=getattr(result, "backend", None) or None,
+                       calls_by_agent=dict(getattr(result, "calls_by_agent", {}) or {}),
                        usage=usage, timing=timing, trace=trace)
 
 
@@ -182,8 +207,8 @@ async def _stream(state: Any, rid: str, body: AskRequest, graph: str, qid: str |
                                            return_when=asyncio.FIRST_COMPLETED)
             if getter in waited:
                 seq += 1
-                event = getter.result()
-                yield sse.event(event, name=event_name(event), id=seq)
+                name, payload = event_view(getter.result())
+                yield sse.event(payload, name=name, id=seq)
             else:
                 getter.cancel()
                 if not waited:
@@ -194,11 +219,13 @@ async def _stream(state: Any, rid: str, body: AskRequest, graph: str, qid: str |
         if not live:
             for event in result.trace:
                 seq += 1
-                event = jsonable(event)
-                yield sse.event(event, name=event_name(event), id=seq)
+                name, payload = event_view(jsonable(event))
+                yield sse.event(payload, name=name, id=seq)
         _record(state, graph, body.method, result)
         answer = _response(state, rid, body, graph, qid, result, ticket)
-        yield sse.event(answer.model_dump(mode="json"), name="result", id=seq + 1)
+        yield sse.event({"answer": answer.answer, "failure": answer.failure}, name="answer",
+                        id=seq + 1)
+        yield sse.event(answer.model_dump(mode="json"), name="result", id=seq + 2)
     except (TimeoutError, asyncio.TimeoutError):
         runtime.cancel(future)
         state.metrics.questions.inc(graph=graph, method=body.method,

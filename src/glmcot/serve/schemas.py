@@ -64,8 +64,11 @@ class AskResponse(BaseModel):
     policy: str = Field(..., description='"model", or "scripted policy" (measures the system, '
                                          "never model accuracy).")
     answer: str | None
-    failure: str | None = Field(None, description="unexpected_output | retrieval_error | "
-                                                  "code_error | step_limit | timeout | null")
+    failure: str | None = Field(None, description="null, or unexpected_output | "
+                                "retrieval_error | code_error | step_limit | backend_error")
+    failure_detail: str | None = None
+    backend: str | None = Field(None, description="The LLM backend that answered.")
+    calls_by_agent: dict[str, int] = Field(default_factory=dict)
     usage: AskUsage
     timing: AskTiming
     trace: list[dict[str, Any]] | None = None
