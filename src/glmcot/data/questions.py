@@ -1,0 +1,110 @@
+"""Question records (`questions.jsonl`, format `glmcot.questions/1`) and their reading/writing."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+QUESTIONS_FORMAT = "glmcot.questions/1"
+LEVELS = ("easy", "medium", "hard")
+
+
+class QuestionFormatError(ValueError):
+    pass
+
+
+@dataclass
+class GLMStep:
+    missing: str          # the R-Agent's missing-information sentence
+    code: str             # the A-Agent's snippet: self-contained, prints what it found
+
+
+@dataclass
+class GraphCoTAction:
+    thought: str
+    action: str           # RetrieveNode[..] | NodeFeature[..] | NeighbourCheck[..] | NodeDegree[..] | Finish[..]
+
+
+@dataclass
+class Plan:
+    glm: list[GLMStep] = field(default_factory=list)
+    graphcot: list[GraphCoTAction] = field(default_factory=list)
+
+
+@dataclass
+class QuestionRecord:
+    qid: str
+    domain: str
+    template: str
+    params: dict
+    level: str
+    question: str
+    answer: str
+    deterministic: bool
+    plan: Plan | None = None
+    entities: dict = field(default_factory=dict)   # slot -> node id the question is about
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        if self.plan is None:
+            out.pop("plan")
+        if not self.entities:
+            out.pop("entities")
+        return out
+
+    @classmethod
+    def from_json(cls, raw: dict, where: str = "") -> QuestionRecord:
+        missing = [k for k in ("qid", "question", "answer") if k not in raw]
+        if missing:
+            raise QuestionFormatError(f"{where}: missing field(s) {', '.join(missing)}")
+        plan = None
+        if raw.get("plan") is not None:
+            try:
+                plan = Plan([GLMStep(s["missing"], s["code"]) for s in raw["plan"].get("glm", [])],
+                            [GraphCoTAction(a["thought"], a["action"])
+                             for a in raw["plan"].get("graphcot", [])])
+            except (KeyError, TypeError, AttributeError) as exc:
+                raise QuestionFormatError(f"{where}: malformed plan ({exc})") from None
+        level = raw.get("level") or ""
+        if level and level not in LEVELS:
+            raise QuestionFormatError(f"{where}: level {level!r} is not one of {', '.join(LEVELS)}")
+        return cls(qid=str(raw["qid"]), domain=str(raw.get("domain", "")),
+                   template=str(raw.get("template", "")), params=dict(raw.get("params") or {}),
+                   level=level, question=str(raw["question"]), answer=str(raw["answer"]),
+                   deterministic=bool(raw.get("deterministic", False)), plan=plan,
+                   entities=dict(raw.get("entities") or {}))
+
+
+def write_questions(path: str | os.PathLike, records: Iterable[QuestionRecord]) -> int:
+    """Write records as JSON Lines atomically (temp file, then rename). Returns the count."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    count = 0
+    with open(tmp, "w", encoding="utf-8", newline="\n") as out:
+        for record in records:
+            out.write(json.dumps(record.to_json(), ensure_ascii=False, sort_keys=False) + "\n")
+            count += 1
+    os.replace(tmp, path)
+    return count
+
+
+def read_questions(path: str | os.PathLike) -> list[QuestionRecord]:
+    """Read a questions.jsonl file (ours or GRBench's {qid, question, answer} rows)."""
+    path = Path(path)
+    records = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                raw = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise QuestionFormatError(f"{where}: not valid JSON ({exc.msg})") from None
+            if not isinstance(raw, dict):
+                raise QuestionFormatError(f"{where}: expected a JSON object per line")
+            records.append(QuestionRecord.from_json(raw, where))
+    return records

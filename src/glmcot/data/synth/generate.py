@@ -1,0 +1,143 @@
+"""`glmcot data synth`: build a domain graph, sample template questions, write the dataset."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from glmcot.data.questions import QUESTIONS_FORMAT, QuestionRecord, write_questions
+from glmcot.data.schemas import DOMAINS, canonical_domain, load_schema
+from glmcot.data.synth.core import SynthGraph, resolve_scale
+
+GENERATOR_VERSION = "1"
+
+
+@dataclass
+class SynthConfig:
+    domain: str
+    scale: str | int = "tiny"
+    seed: int = 0
+    questions_per_template: int = 10
+    formats: tuple[str, ...] = ("store",)      # "store" (graph/) and/or "grbench" (graph.json)
+
+    def __post_init__(self):
+        self.domain = canonical_domain(self.domain)
+        unknown = set(self.formats) - {"store", "grbench"}
+        if unknown or not self.formats:
+            raise ValueError(f"unknown format(s) {sorted(unknown)}; use store and/or grbench")
+        if self.questions_per_template < 0:
+            raise ValueError("questions per template must be >= 0")
+
+
+def _seed(seed: int, domain: str, stream: int) -> np.random.Generator:
+    return np.random.default_rng([int(seed), DOMAINS.index(domain), stream])
+
+
+def units_for(domain: str, scale: str | int) -> int:
+    module = importlib.import_module(f"glmcot.data.synth.{domain}")
+    target = resolve_scale(scale)
+    if target is None:
+        return module.TINY_UNITS
+    return max(module.TINY_UNITS, int(round(target / module.EDGES_PER_UNIT)))
+
+
+def build_graph(domain: str, scale: str | int = "tiny", seed: int = 0) -> SynthGraph:
+    domain = canonical_domain(domain)
+    module = importlib.import_module(f"glmcot.data.synth.{domain}")
+    return module.build(_seed(seed, domain, 0), units_for(domain, scale))
+
+
+def make_questions(graph: SynthGraph, seed: int, per_template: int,
+                   progress: Callable[[str], None] | None = None) -> list[QuestionRecord]:
+    """Sample `per_template` questions of every implemented template (fewer when the graph has
+    too few well-posed anchors), numbered in template order like GRBench's qid blocks."""
+    from glmcot.data.templates import template_set
+    from glmcot.data.templates.base import Ctx, sample_template, to_records
+
+    domain = graph.schema.domain
+    sampled = []
+    for template in template_set(domain).templates:
+        # One generator per template, so adding a template leaves the others unchanged.
+        rng = np.random.default_rng([int(seed), DOMAINS.index(domain), 1,
+                                     zlib.crc32(template.template.encode())])
+        sampled.extend(sample_template(template, Ctx(graph, rng), domain, per_template))
+        if progress:
+            progress(template.template)
+    return to_records(domain, sampled)
+
+
+def generate(config: SynthConfig, out_dir: str | os.PathLike, force: bool = False,
+             progress: Callable[[str, int, int], None] | None = None) -> dict:
+    """Write graph/ and/or graph.json, questions.jsonl and meta.json into out_dir.
+
+    progress(stage, done, total) is called as work advances. Returns the meta dict."""
+    out = Path(out_dir)
+    if out.exists() and any(out.iterdir()):
+        if not force:
+            raise FileExistsError(f"{out} exists and is not empty; pass --force to replace it")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    report = progress or (lambda stage, done, total: None)
+    report("graph", 0, 1)
+    graph = build_graph(config.domain, config.scale, config.seed)
+    graph.check_unique_ids()
+    report("graph", 1, 1)
+    templates = len(_template_count(config.domain))
+    done = [0]
+
+    def on_template(_name: str) -> None:
+        done[0] += 1
+        report("questions", done[0], templates)
+
+    records = make_questions(graph, config.seed, config.questions_per_template, on_template)
+    if "store" in config.formats:
+        total = graph.num_nodes + graph.num_edges()
+        written = [0]
+
+        def on_store(n: int) -> None:
+            written[0] += n
+            report("store", written[0], total)
+        graph.write_store(out / "graph", on_store)
+    if "grbench" in config.formats:
+        tmp = out / ".graph.json.tmp"
+        with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
+            for k, chunk in enumerate(graph.iter_grbench_json()):
+                handle.write(chunk)
+                if k % 20000 == 0:
+                    report("graph.json", k, graph.num_nodes)
+        os.replace(tmp, out / "graph.json")
+        report("graph.json", graph.num_nodes, graph.num_nodes)
+    write_questions(out / "questions.jsonl", records)
+    per_template: dict[str, int] = {}
+    for r in records:
+        per_template[r.template] = per_template.get(r.template, 0) + 1
+    meta = {
+        "format": QUESTIONS_FORMAT, "generator": "glmcot.data.synth",
+        "generator_version": GENERATOR_VERSION, "domain": config.domain,
+        "scale": str(config.scale), "seed": config.seed,
+        "questions_per_template": config.questions_per_template,
+        "outputs": sorted(config.formats),
+        "counts": {
+            "nodes": graph.num_nodes, "edges": graph.num_edges(),
+            "nodes_per_type": dict(graph.counts), "edges_per_relation": graph.edge_counts(),
+            "questions": len(records), "questions_per_template": per_template,
+        },
+        "definition": load_schema(config.domain).definition,
+    }
+    tmp = out / ".meta.json.tmp"
+    tmp.write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, out / "meta.json")
+    return meta
+
+
+def _template_count(domain: str):
+    from glmcot.data.templates import template_set
+    return template_set(domain).templates
