@@ -95,14 +95,16 @@ class LLMEngine:
 
     def add_request(self, prompt: Prompt, sampling: Any = None, request_id: str | None = None, priority: int = 0,
                     session: str | None = None, on_delta: Callable[[str], None] | None = None,
-                    on_line: Callable[[str], None] | None = None) -> Request:
+                    on_line: Callable[[str], None] | None = None,
+                    tokenized: tuple[list[int], list[SegmentSpan]] | None = None) -> Request:
+        """`tokenized`: the result of tokenize_prompt(prompt), when the caller already has it."""
         from glmcot.engine.sampling_params import SamplingParams
 
         sampling = sampling or SamplingParams()
-        request_id = request_id or f"req-{next(self._ids)}"
+        request_id = request_id or self.new_request_id()
         if request_id in self.requests:
             raise ValueError(f"request id {request_id!r} is already running")
-        ids, spans = self.tokenize_prompt(prompt)
+        ids, spans = tokenized or self.tokenize_prompt(prompt)
         self.check_fits(len(ids))
         forced = sampling.forced_token_ids
         if sampling.forced_text is not None:
@@ -115,6 +117,9 @@ class LLMEngine:
         self.requests[request_id] = request
         self.scheduler.add(request)
         return request
+
+    def new_request_id(self) -> str:
+        return f"req-{next(self._ids)}"
 
     def check_fits(self, num_prompt_tokens: int) -> None:
         if num_prompt_tokens == 0:

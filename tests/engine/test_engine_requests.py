@@ -1,0 +1,148 @@
+"""Request behaviour on a tiny random model: stops, streaming, forced decoding, sampling,
+priorities, errors, the async engine and the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from glmcot.engine import LLM, AsyncEngine, EngineConfig, PromptTooLongError, SamplingParams, Segment
+
+MODEL = "random:qwen3:tiny"
+
+
+@pytest.fixture(scope="module")
+def llm():
+    return LLM(EngineConfig(model=MODEL, num_threads=2, block_size=8, kv_cache_tokens=4096, max_model_len=512))
+
+
+def test_forced_decoding_emits_exact_text_with_real_steps(llm):
+    text = "p = RetrieveNode(\"Jane Smith\")\nprint(NodeFeature(p, \"name\"))\n北京 ✓"
+    steps = llm.stats()["steps"]
+    out = llm.generate("Write code:", SamplingParams(forced_text=text, max_tokens=200))[0]
+    assert out.text == text and out.finish_reason == "stop"
+    assert out.token_ids == llm.tokenizer.encode(text)
+    assert llm.stats()["steps"] - steps == len(out.token_ids)  # one real forward per emitted token
+    cut = llm.generate("Write code:", SamplingParams(forced_text=text, max_tokens=5))[0]
+    assert cut.token_ids == out.token_ids[:5] and cut.finish_reason == "length"
+
+
+def test_streaming_deltas_join_to_text_and_lines_fire(llm):
+    text = "first line\nsecond 北京 line\n\nlast é"
+    deltas, lines = [], []
+    engine = llm.engine
+    engine.add_request("go", SamplingParams(forced_text=text), on_delta=deltas.append, on_line=lines.append)
+    outs = []
+    while engine.has_unfinished():
+        outs += engine.step()
+    assert "".join(deltas) == outs[0].text == text
+    assert all("\ufffd" not in d for d in deltas) and len(deltas) > 3
+    assert lines == ["first line", "second 北京 line", "", "last é"]
+
+
+def test_stop_strings_cut_text_and_stream_matches(llm):
+    deltas = []
+    engine = llm.engine
+    engine.add_request("go", SamplingParams(forced_text="alpha beta STOP gamma", stop=["STOP", "zz"]), on_delta=deltas.append)
+    out = []
+    while engine.has_unfinished():
+        out += engine.step()
+    assert out[0].text == "alpha beta " and out[0].finish_reason == "stop"
+    assert "".join(deltas) == "alpha beta "
+
+
+def test_stop_token_ids_and_eos(llm):
+    ids = llm.tokenizer.encode("one two three four")
+    out = llm.generate("x", SamplingParams(forced_token_ids=ids, stop_token_ids=[ids[2]]))[0]
+    assert out.token_ids == ids[:3] and out.finish_reason == "stop"
+    eos = llm.tokenizer.token_to_id("<|endoftext|>")
+    out = llm.generate("x", SamplingParams(forced_token_ids=ids[:1] + [eos] + ids[1:], max_tokens=3))[0]
+    assert out.token_ids == ids[:1] + [eos] + ids[1:2]  # forced text is emitted as is, EOS included
+
+
+def test_max_tokens_zero_is_prefill_only_and_warms_cache(llm):
+    prompt = "A long shared system prompt for the agents. " * 4
+    warm = llm.generate(prompt, SamplingParams(max_tokens=0))[0]
+    assert warm.token_ids == [] and warm.finish_reason == "length"
+    hit = llm.generate(prompt + "Question?", SamplingParams(max_tokens=1))[0]
+    assert hit.cached_tokens >= (warm.prompt_tokens // 8 - 1) * 8
+
+
+def test_seeded_sampling_is_reproducible_and_top_k_1_is_greedy(llm):
+    p = SamplingParams(temperature=1.0, top_p=0.9, top_k=50, seed=123, max_tokens=12, ignore_eos=True)
+    a, b = llm.generate(["hello", "hello"], [p, p])
+    assert a.token_ids == b.token_ids
+    greedy = llm.generate("hello", SamplingParams(max_tokens=12, ignore_eos=True))[0]
+    k1 = llm.generate("hello", SamplingParams(temperature=0.7, top_k=1, max_tokens=12, ignore_eos=True, seed=1))[0]
+    assert k1.token_ids == greedy.token_ids
+    hot = llm.generate(["hello"] * 3, SamplingParams(temperature=5.0, max_tokens=12, ignore_eos=True))
+    assert len({tuple(o.token_ids) for o in hot}) > 1
+
+
+def test_segments_keep_boundaries_and_join_text(llm):
+    segs = [Segment("System prompt.", level=1, key="sys"), Segment(" Notebook: fact.", level=2), Segment(" Q?")]
+    engine = llm.engine
+    ids, spans = engine.tokenize_prompt(segs)
+    assert [s.level for s in spans] == [1, 2, 4] and spans[0].key == "sys"
+    assert spans[-1].end == len(ids) and llm.tokenizer.decode(ids) == "System prompt. Notebook: fact. Q?"
+    out = llm.generate([segs], SamplingParams(max_tokens=2, ignore_eos=True))[0]
+    assert out.prompt_tokens == len(ids)
+
+
+def test_prompt_that_can_never_fit_is_a_clear_error(llm):
+    with pytest.raises(PromptTooLongError, match="max_model_len"):
+        llm.generate(["fine", list(range(1, 600))])
+    assert not llm.engine.has_unfinished()
+    with pytest.raises(ValueError, match="empty"):
+        llm.generate([""])
+    with pytest.raises(ValueError, match="out of range"):
+        llm.generate([[1, 2, 10**6]])
+
+
+def test_priority_orders_admission():
+    llm = LLM(EngineConfig(model=MODEL, num_threads=2, max_num_seqs=1))
+    outs = llm.generate(["a", "b", "c"], SamplingParams(max_tokens=2, ignore_eos=True), priorities=[5, 0, 1])
+    first = sorted(outs, key=lambda o: o.metrics.first_scheduled_time)
+    assert [o.request_id for o in first] == [outs[1].request_id, outs[2].request_id, outs[0].request_id]
+
+
+def test_async_engine_submit_stream_abort_and_errors():
+    with AsyncEngine(EngineConfig(model=MODEL, num_threads=2, max_model_len=256)) as engine:
+        lines = []
+        futures = [engine.submit(f"prompt {i}", SamplingParams(forced_text=f"x{i}\ny{i}"), on_line=lines.append)
+                   for i in range(4)]
+        outs = [f.result(timeout=60) for f in futures]
+        assert [o.text for o in outs] == [f"x{i}\ny{i}" for i in range(4)]
+        assert sorted(lines) == sorted([f"x{i}" for i in range(4)] + [f"y{i}" for i in range(4)])
+
+        async def collect():
+            return [d async for d in engine.stream("hi", SamplingParams(forced_text="stream me, 北京"))]
+
+        assert "".join(asyncio.run(collect())) == "stream me, 北京"
+
+        long = engine.submit("x", SamplingParams(max_tokens=200, ignore_eos=True))
+        engine.abort(long.request_id)
+        aborted = long.result(timeout=60)
+        assert aborted.finish_reason == "abort" and len(aborted.token_ids) < 200
+
+        with pytest.raises(PromptTooLongError):
+            engine.submit(list(range(1, 300)))
+        engine.end_session("s1")
+        bad = engine.submit("x", SamplingParams(forced_text="ok"), on_delta=lambda d: 1 / 0)
+        assert bad.result(timeout=60).text == "ok"  # a raising callback does not kill the request
+        assert engine.stats()["blocks_used"] == 0
+
+
+def test_cli_generate_json():
+    from glmcot.cli import app
+
+    result = CliRunner().invoke(app, ["engine", "generate", "--model", MODEL, "--prompt", "Who wrote",
+                                      "--max-tokens", "5", "--ignore-eos", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output.strip().splitlines()[-1])
+    assert len(data["token_ids"]) == 5 and data["finish_reason"] == "length" and isinstance(data["text"], str)
+    bad = CliRunner().invoke(app, ["engine", "generate", "--model", "random:gpt:huge", "--prompt", "x"])
+    assert bad.exit_code == 2 and "bad model spec" in bad.output
