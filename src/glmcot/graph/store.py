@@ -226,7 +226,8 @@ class _Column:
         elif used == {_INT}:
             kind = "int"
             self._write_numeric(categories, np.int64, out_dir)
-        elif used <= {_INT, _FLOAT}:
+        elif used == {_FLOAT}:
+            # Ints mixed with floats go to JSON below, so str(value) stays what json.load gives.
             kind = "float"
             self._write_numeric(categories, np.float64, out_dir)
         elif used == {_BOOL}:

@@ -1,0 +1,77 @@
+"""Graph-CoT compatible observations, for the baseline agent (grbench.md §2).
+
+``GraphCoTObserver.observe(tool, args)`` returns the sentence the original Graph-CoT appends
+after a tool call: feature values and neighbour lists as Python ``str()`` of the value, with
+neighbour lists never truncated, and the original's fixed sentences on errors. Parsing the
+bracket action line stays with the agents package.
+"""
+
+from __future__ import annotations
+
+from glmcot.graph.errors import GraphToolError
+from glmcot.graph.store import Graph
+
+TOOLS = ("RetrieveNode", "NodeFeature", "NeighbourCheck", "NodeDegree")
+
+NO_MATCH = "There is no information that can be matched in the database. Please try another query."
+MISSING_KEY = "There is no information about this node, neighbor type or feature name in the graph. Please modify it."
+INVALID_ACTION = (
+    "Invalid Action. Valid Actions are RetrieveNode[<Content>] NeighbourCheck[<Node>] "
+    "NodeFeature[<Node>] and Finish[<answer>]."
+)
+
+
+def _two_args_message(tool: str, second: str) -> str:
+    return (
+        f"There is something wrong with the arguments you passed to {tool}: it takes two values as "
+        f"input, a node ID and a {second}. Please modify it."
+    )
+
+
+def _strip(argument: str) -> str:
+    return argument.strip().strip("'\"").strip()
+
+
+class GraphCoTObserver:
+    """Observation sentences of the original Graph-CoT tools over a store."""
+
+    def __init__(self, graph: Graph, retriever=None):
+        self.graph = graph
+        self.retriever = retriever
+
+    def observe(self, tool: str, args: list[str]) -> str:
+        args = [_strip(str(argument)) for argument in args]
+        if tool == "RetrieveNode":
+            return self._retrieve(", ".join(args))
+        if tool not in TOOLS:
+            return INVALID_ACTION
+        second = "feature name" if tool == "NodeFeature" else "neighbor type"
+        if len(args) != 2 or not all(args):
+            return _two_args_message(tool, second)
+        node_id, name = args
+        index = self.graph._find(node_id)
+        if index < 0:
+            return MISSING_KEY
+        try:
+            if tool == "NodeFeature":
+                value = self.graph.feature_at(index, name)
+                return f"The {name} feature of {node_id} are: {value}. "
+            if tool == "NeighbourCheck":
+                neighbours = self.graph.node_ids(self.graph.neighbor_indices(index, name))
+                return f"The {name} neighbors of {node_id} are: {neighbours}. "
+            degree = self.graph.degree_at(index, name)
+            return f"The {name} neighbor node degree of {node_id} are: {degree}. "
+        except GraphToolError:
+            return MISSING_KEY
+
+    def _retrieve(self, text: str) -> str:
+        if self.retriever is None or not text:
+            return NO_MATCH
+        try:
+            node_id = self.retriever.retrieve(text)
+        except Exception:  # the original turns any retrieval failure into this sentence
+            return NO_MATCH
+        return f"The ID of this retrieval target node is {node_id}."
+
+
+__all__ = ["GraphCoTObserver", "NO_MATCH", "MISSING_KEY", "INVALID_ACTION", "TOOLS"]

@@ -1,0 +1,392 @@
+"""Import a GRBench ``graph.json`` into a store, streaming (files are up to tens of GB).
+
+Layout (grbench.md §1): ``{"<type>_nodes": {id: {"features": {...}, "neighbors": {relation:
+[ids]}}}}``; ids are unique across types. Two passes over the file with ijson: pass 1 collects
+ids and types (so neighbour ids resolve to global indices), pass 2 reads features and edges.
+Dangling neighbour ids are dropped and counted; any malformed input raises GraphFormatError
+naming the place, and the output directory is only created on success.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ijson
+import numpy as np
+
+from glmcot.graph.errors import GraphFormatError
+from glmcot.graph.store import StoreWriter
+
+TYPE_SUFFIX = "_nodes"
+_BUFFER = 1 << 16
+_DANGLING_EXAMPLES = 10
+
+ProgressCallback = Callable[[str, int, int], None]  # (phase, bytes read, total bytes)
+
+
+@dataclass
+class ImportReport:
+    out_dir: str
+    nodes: int
+    edges: int
+    node_types: dict[str, int]
+    dangling_neighbors: int
+    dangling_examples: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+class _CountingReader:
+    """File wrapper that reports how many bytes the parser has consumed."""
+
+    def __init__(self, handle, phase: str, total: int, progress: ProgressCallback | None):
+        self._handle = handle
+        self._phase = phase
+        self._total = total
+        self._progress = progress
+        self.position = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._handle.read(size)
+        self.position += len(data)
+        if self._progress is not None:
+            self._progress(self._phase, self.position, self._total)
+        return data
+
+
+def _hash(data: bytes) -> int:
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+@dataclass
+class _Pass1:
+    types: list[tuple[str, int]]  # (type, node count) in file order
+    blob: bytes
+    offsets: np.ndarray
+    sorted_hashes: np.ndarray
+    order: np.ndarray
+
+
+class _Context:
+    """Where the parser is, for error messages."""
+
+    def __init__(self, path: Path, reader: _CountingReader):
+        self.path = path
+        self.reader = reader
+        self.type_key: str | None = None
+        self.node_id: str | None = None
+
+    def place(self) -> str:
+        parts = [f"{self.path}"]
+        if self.type_key is not None:
+            parts.append(f"in {self.type_key!r}")
+        if self.node_id is not None:
+            parts.append(f"at node {self.node_id!r}")
+        parts.append(f"near byte {self.reader.position}")
+        return ", ".join(parts)
+
+    def error(self, message: str) -> GraphFormatError:
+        return GraphFormatError(f"{self.place()}: {message}")
+
+
+def _parse_error(error: Exception, context: _Context) -> GraphFormatError:
+    message = " ".join(str(error).split()) or type(error).__name__
+    if "premature EOF" in message:
+        return context.error(f"truncated file ({message})")
+    return context.error(f"malformed JSON: {message}")
+
+
+def _type_name(key: str, context: _Context) -> str:
+    if not isinstance(key, str) or not key.endswith(TYPE_SUFFIX) or len(key) == len(TYPE_SUFFIX):
+        raise context.error(f"top-level key {key!r} is not of the form '<type>{TYPE_SUFFIX}'")
+    return key[: -len(TYPE_SUFFIX)]
+
+
+def _pass1(path: Path, progress: ProgressCallback | None) -> _Pass1:
+    total = path.stat().st_size
+    types: list[tuple[str, int]] = []
+    blob = bytearray()
+    lengths = array("q")
+    hashes = array("Q")
+    with open(path, "rb") as handle:
+        reader = _CountingReader(handle, "ids", total, progress)
+        context = _Context(path, reader)
+        depth = 0
+        expect_map = True  # the top level
+        count = 0
+        closed = False
+        try:
+            for event, value in ijson.basic_parse(reader, use_float=True, buf_size=_BUFFER):
+                if closed:
+                    raise context.error("extra data after the top-level object")
+                if expect_map:
+                    if event != "start_map":
+                        what = ("the top level", "the value of a node type", "a node")[min(depth, 2)]
+                        raise context.error(f"{what} must be a JSON object, got {event}")
+                    expect_map = False
+                if event == "map_key":
+                    if depth == 1:
+                        name = _type_name(value, context)
+                        if any(existing == name for existing, _ in types):
+                            raise context.error(f"node type key {value!r} appears twice")
+                        context.type_key, context.node_id = value, None
+                        types.append((name, 0))
+                        count = 0
+                        expect_map = True
+                    elif depth == 2:
+                        context.node_id = value
+                        data = value.encode("utf-8", "surrogatepass")
+                        if not data:
+                            raise context.error("empty node id")
+                        blob += data
+                        lengths.append(len(data))
+                        hashes.append(_hash(data))
+                        count += 1
+                        expect_map = True
+                elif event == "start_map" or event == "start_array":
+                    depth += 1
+                elif event == "end_map" or event == "end_array":
+                    depth -= 1
+                    if depth == 1 and types:
+                        types[-1] = (types[-1][0], count)
+                        context.node_id = None
+                    elif depth == 0:
+                        closed = True
+        except ijson.JSONError as error:
+            raise _parse_error(error, context) from None
+        except UnicodeDecodeError as error:
+            raise context.error(f"malformed JSON: {error}") from None
+        if not closed:
+            if reader.position == 0:
+                raise context.error("empty file")
+            raise context.error("truncated file (the top-level object is not closed)")
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(np.frombuffer(lengths, dtype=np.int64), out=offsets[1:])
+    hash_array = np.frombuffer(hashes, dtype=np.uint64)
+    order = np.argsort(hash_array, kind="stable")
+    sorted_hashes = hash_array[order]
+    result = _Pass1(types, bytes(blob), offsets, sorted_hashes, order)
+    _check_duplicates(result, path)
+    return result
+
+
+def _check_duplicates(scan: _Pass1, path: Path) -> None:
+    same = np.nonzero(scan.sorted_hashes[1:] == scan.sorted_hashes[:-1])[0]
+    starts = np.cumsum([0] + [count for _, count in scan.types])
+    for position in same.tolist():
+        first, second = int(scan.order[position]), int(scan.order[position + 1])
+        a = scan.blob[scan.offsets[first] : scan.offsets[first + 1]]
+        if a == scan.blob[scan.offsets[second] : scan.offsets[second + 1]]:
+            type_a = scan.types[int(np.searchsorted(starts, first, side="right")) - 1][0]
+            type_b = scan.types[int(np.searchsorted(starts, second, side="right")) - 1][0]
+            where = f"in types {type_a!r} and {type_b!r}" if type_a != type_b else f"twice in type {type_a!r}"
+            raise GraphFormatError(
+                f"{path}: duplicate node id {a.decode('utf-8', 'surrogatepass')!r} {where} "
+                f"(ids must be unique across all types)"
+            )
+
+
+class _Resolver:
+    """Maps neighbour id strings to global indices using pass 1's sorted hashes."""
+
+    def __init__(self, scan: _Pass1):
+        self.scan = scan
+
+    def resolve(self, ids: list[bytes]) -> np.ndarray:
+        scan = self.scan
+        if not ids:
+            return np.zeros(0, dtype=np.int64)
+        keys = np.fromiter((_hash(data) for data in ids), dtype=np.uint64, count=len(ids))
+        positions = np.searchsorted(scan.sorted_hashes, keys)
+        result = np.full(len(ids), -1, dtype=np.int64)
+        size = len(scan.sorted_hashes)
+        clipped = np.minimum(positions, max(size - 1, 0))
+        if size:
+            candidates = np.nonzero(scan.sorted_hashes[clipped] == keys)[0]
+        else:
+            candidates = np.zeros(0, dtype=np.int64)
+        blob, offsets, order, hashes = scan.blob, scan.offsets, scan.order, scan.sorted_hashes
+        for row in candidates.tolist():
+            position = int(positions[row])
+            while position < size and hashes[position] == keys[row]:
+                index = int(order[position])
+                if blob[offsets[index] : offsets[index + 1]] == ids[row]:
+                    result[row] = index
+                    break
+                position += 1
+        return result
+
+
+class _TypeBatch:
+    """Nodes of one type read in pass 2, flushed to the writer in batches."""
+
+    def __init__(self, node_type: str):
+        self.node_type = node_type
+        self.ids: list[str] = []
+        self.features: dict[str, list[Any]] = {}
+        self.relations: dict[str, tuple[list[int], list[bytes]]] = {}
+
+    def add(self, node_id: str, index: int, node: Any, context: _Context) -> None:
+        if not isinstance(node, dict):
+            raise context.error("a node must be an object with 'features' and 'neighbors'")
+        features = node.get("features", {})
+        neighbours = node.get("neighbors", {})
+        if not isinstance(features, dict):
+            raise context.error(f"'features' must be an object, got {type(features).__name__}")
+        if not isinstance(neighbours, dict):
+            raise context.error(f"'neighbors' must be an object, got {type(neighbours).__name__}")
+        row = len(self.ids)
+        self.ids.append(node_id)
+        for name, value in features.items():
+            column = self.features.get(name)
+            if column is None:
+                column = self.features[name] = [None] * row
+            column.append(value)
+        for column in self.features.values():
+            if len(column) == row:
+                column.append(None)
+        for relation, targets in neighbours.items():
+            if not isinstance(targets, list):
+                raise context.error(f"neighbour list {relation!r} must be a JSON array, got {type(targets).__name__}")
+            sources, encoded = self.relations.setdefault(relation, ([], []))
+            if not all(type(target) is str for target in targets):
+                for target in targets:
+                    if isinstance(target, bool) or not isinstance(target, (str, int)):
+                        raise context.error(f"neighbour {target!r} in {relation!r} is not a node id string")
+                targets = [str(target) for target in targets]
+            sources.extend([index] * len(targets))
+            encoded.extend([target.encode("utf-8", "surrogatepass") for target in targets])
+
+    def flush(self, writer: StoreWriter, resolver: _Resolver, dangling: list, examples: list[str]) -> int:
+        """Write the batch; returns the number of edges kept."""
+        if self.ids:
+            writer.add_nodes(self.node_type, self.ids, self.features)
+        kept = 0
+        for relation, (sources, encoded) in self.relations.items():
+            targets = resolver.resolve(encoded)
+            valid = targets >= 0
+            missing = int((~valid).sum())
+            if missing:
+                dangling[0] += missing
+                for row in np.nonzero(~valid)[0][: _DANGLING_EXAMPLES - len(examples)].tolist():
+                    source = writer_id(resolver, sources[row])
+                    examples.append(f"{source} -{relation}-> {encoded[row].decode('utf-8', 'surrogatepass')}")
+            src = np.asarray(sources, dtype=np.int64)[valid]
+            writer.add_edges(self.node_type, relation, src, targets[valid])
+            kept += int(valid.sum())
+        self.ids, self.features, self.relations = [], {}, {}
+        return kept
+
+
+def _type_items(reader: _CountingReader, key: str):
+    if "." in key or " " in key:
+        # ijson prefixes join keys with "."; such keys need the generic event walk.
+        return _type_items_by_events(reader, key)
+    return ijson.kvitems(reader, key, use_float=True, buf_size=_BUFFER)
+
+
+def _type_items_by_events(reader: _CountingReader, key: str):
+    events = ijson.basic_parse(reader, use_float=True, buf_size=_BUFFER)
+    depth = 0
+    inside = False
+    for event, value in events:
+        if event == "map_key" and depth == 1:
+            inside = value == key
+        elif event == "map_key" and depth == 2 and inside:
+            builder = ijson.ObjectBuilder()
+            for inner_event, inner_value in events:
+                builder.event(inner_event, inner_value)
+                if inner_event in ("start_map", "start_array"):
+                    depth += 1
+                elif inner_event in ("end_map", "end_array"):
+                    depth -= 1
+                    if depth == 2:
+                        break
+            yield value, builder.value
+        elif event in ("start_map", "start_array"):
+            depth += 1
+        elif event in ("end_map", "end_array"):
+            depth -= 1
+
+
+def writer_id(resolver: _Resolver, index: int) -> str:
+    scan = resolver.scan
+    return scan.blob[scan.offsets[index] : scan.offsets[index + 1]].decode("utf-8", "surrogatepass")
+
+
+def import_graph_json(
+    path: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    overwrite: bool = False,
+    batch_size: int = 20_000,
+    progress: ProgressCallback | None = None,
+) -> ImportReport:
+    """Import a GRBench ``graph.json`` into a store at ``out_dir``."""
+    started = time.perf_counter()
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not overwrite:
+        raise FileExistsError(f"{out_dir} exists; pass --force to replace it")
+    scan = _pass1(path, progress)
+    resolver = _Resolver(scan)
+    total = path.stat().st_size
+    dangling = [0]
+    examples: list[str] = []
+    edges = 0
+    stat = path.stat()
+    source = {"path": str(path.resolve()), "bytes": stat.st_size, "mtime": int(stat.st_mtime), "importer": "grbench-json"}
+    with StoreWriter(out_dir, overwrite=overwrite, source=source) as writer:
+        index = 0
+        for type_number, (node_type, count) in enumerate(scan.types):
+            key = f"{node_type}{TYPE_SUFFIX}"
+            writer.add_nodes(node_type, [], {})  # a type with no nodes still exists
+            if count == 0:
+                continue
+            batch = _TypeBatch(node_type)
+            with open(path, "rb") as handle:
+                phase = f"nodes {type_number + 1}/{len(scan.types)}: {node_type}"
+                reader = _CountingReader(handle, phase, total, progress)
+                context = _Context(path, reader)
+                context.type_key = key
+                seen = 0
+                try:
+                    # ijson's C kvitems builds each node; a scan stops once its type is complete.
+                    for node_id, node in _type_items(reader, key):
+                        context.node_id = node_id
+                        if writer_id(resolver, index) != node_id:
+                            raise context.error("the file changed between the two import passes")
+                        batch.add(node_id, index, node, context)
+                        index += 1
+                        seen += 1
+                        if len(batch.ids) >= batch_size:
+                            edges += batch.flush(writer, resolver, dangling, examples)
+                        if seen == count:
+                            break
+                except ijson.JSONError as error:
+                    raise _parse_error(error, context) from None
+                if seen != count:
+                    raise context.error("the file changed between the two import passes")
+            edges += batch.flush(writer, resolver, dangling, examples)
+        if dangling[0]:
+            writer.warnings["dangling_neighbors"] = dangling[0]
+            writer.warnings["dangling_examples"] = examples
+    return ImportReport(
+        out_dir=str(out_dir),
+        nodes=len(scan.offsets) - 1,
+        edges=edges,
+        node_types={name: count for name, count in scan.types},
+        dangling_neighbors=dangling[0],
+        dangling_examples=examples,
+        seconds=time.perf_counter() - started,
+    )
+
+
+__all__ = ["import_graph_json", "ImportReport", "TYPE_SUFFIX"]
