@@ -1,6 +1,8 @@
 """The Retriever's executor: runs A-Agent snippets in a pool of sandboxed worker processes.
 
-Workers are long-lived (the graph is opened once per worker) and started with the 'spawn' context.
+Workers are long-lived (the graph is opened once per worker) fresh interpreters started with
+subprocess in their own session (safe when the parent holds torch or engine threads, and no
+`if __name__ == "__main__"` guard is needed in the caller's script).
 A snippet gets a wall-clock budget measured in the parent, excluding time the parent spends
 resolving RetrieveNode for it; on overrun the worker is killed and replaced, and so is a worker
 that dies (CPU hard kill, memory) or reports a MemoryError.
@@ -12,8 +14,13 @@ A-Agent was still decoding) serve every worker.
 
 from __future__ import annotations
 
-import multiprocessing
+import json
+import os
 import queue
+import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -21,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from glmcot.agents.sandbox import policy
-from glmcot.agents.sandbox.worker import main as worker_main
+from glmcot.agents.sandbox.worker import JSONConnection
 
 
 @dataclass
@@ -78,12 +85,26 @@ class SandboxError(RuntimeError):
 
 
 class _Worker:
-    def __init__(self, context, graph_dir: str, limits: SandboxLimits):
-        self.conn, child = context.Pipe(duplex=True)
+    def __init__(self, graph_dir: str, limits: SandboxLimits):
+        from multiprocessing.connection import Connection
+
+        parent_socket, child_socket = socket.socketpair()
         options = {"memory_mb": limits.memory_mb, "neighbour_limit": limits.neighbour_limit}
-        self.process = context.Process(target=worker_main, args=(child, graph_dir, options), daemon=True)
-        self.process.start()
-        child.close()
+        environment = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "glmcot.agents.sandbox.worker", str(child_socket.fileno()), graph_dir, json.dumps(options)],
+                pass_fds=[child_socket.fileno()],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                env=environment,
+                close_fds=True,
+            )
+        finally:
+            child_socket.close()
+        self.conn = JSONConnection(Connection(parent_socket.detach()))
         if not self.conn.poll(limits.startup_s):
             self.kill()
             raise SandboxError(f"a sandbox worker did not start within {limits.startup_s:.0f} s")
@@ -98,13 +119,16 @@ class _Worker:
         self.pid = info.get("pid")
 
     def alive(self) -> bool:
-        return self.process.is_alive()
+        return self.process.poll() is None
 
     def kill(self) -> None:
         try:
-            if self.process.is_alive():
-                self.process.kill()
-            self.process.join(timeout=5)
+            if self.process.poll() is None:
+                try:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    self.process.kill()
+            self.process.wait(timeout=5)
         except Exception:
             pass
         try:
@@ -120,13 +144,12 @@ def _no_retrieval(text: str) -> str:
 class SandboxExecutor:
     """A pool of `workers` sandbox processes over the graph at `graph_dir`. Thread-safe."""
 
-    def __init__(self, graph_dir: str | Path, *, workers: int = 2, limits: SandboxLimits | None = None, start: str = "spawn"):
+    def __init__(self, graph_dir: str | Path, *, workers: int = 2, limits: SandboxLimits | None = None):
         self.graph_dir = str(graph_dir)
         if not Path(self.graph_dir).is_dir():
             raise FileNotFoundError(f"no graph directory at {self.graph_dir}")
         self.limits = limits or SandboxLimits()
         self.size = max(1, int(workers))
-        self._context = multiprocessing.get_context(start)
         self._idle: queue.Queue[_Worker | None] = queue.Queue()
         self._all: set[_Worker] = set()
         self._lock = threading.Lock()
@@ -140,7 +163,7 @@ class SandboxExecutor:
             self._idle.put(None)
 
     def _spawn(self) -> _Worker:
-        worker = _Worker(self._context, self.graph_dir, self.limits)
+        worker = _Worker(self.graph_dir, self.limits)
         with self._lock:
             self._all.add(worker)
         return worker
@@ -192,8 +215,8 @@ class SandboxExecutor:
         deadline = started + limits.wall_s
         retrieval_s = 0.0
         try:
-            worker.conn.send(("run", job))
-        except (OSError, BrokenPipeError):
+            worker.conn.send(["run", job])
+        except (OSError, BrokenPipeError, ValueError):
             return ExecutionResult(ok=False, error={"kind": "killed", "type": "WorkerDied", "message": "the sandbox worker was gone; retry", "line": None}), False
         while True:
             remaining = deadline - time.perf_counter()
@@ -213,9 +236,12 @@ class SandboxExecutor:
                 )
             try:
                 message = worker.conn.recv()
-            except (EOFError, OSError):
-                worker.process.join(timeout=1)
-                code_ = worker.process.exitcode
+            except (EOFError, OSError, ValueError):
+                try:
+                    worker.process.wait(timeout=1)
+                except subprocess.TimeoutExpired:
+                    pass
+                code_ = worker.process.returncode
                 reason = "it exceeded its CPU or memory limit" if code_ is not None and code_ < 0 else "it exited"
                 return (
                     ExecutionResult(
@@ -229,9 +255,9 @@ class SandboxExecutor:
             if message[0] == "retrieve":
                 t0 = time.perf_counter()
                 try:
-                    reply = (True, str(resolve(message[1])))
+                    reply = [True, str(resolve(str(message[1])))]
                 except Exception as error:  # no match, no index: the snippet sees RetrievalFailed
-                    reply = (False, f"RetrieveNode({message[1]!r}) found no node: {error}")
+                    reply = [False, f"RetrieveNode({message[1]!r}) found no node: {error}"]
                 spent = time.perf_counter() - t0
                 retrieval_s += spent
                 deadline += spent
@@ -261,7 +287,7 @@ class SandboxExecutor:
             self._all.clear()
         for worker in workers:
             try:
-                worker.conn.send(("stop",))
+                worker.conn.send(["stop"])
             except Exception:
                 pass
             worker.kill()

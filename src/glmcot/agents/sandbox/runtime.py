@@ -77,7 +77,7 @@ class SnippetRuntime:
             if not isinstance(text, str):
                 raise TypeError("RetrieveNode takes a string")
             t0 = time.perf_counter()
-            self.conn.send(("retrieve", text))
+            self.conn.send(["retrieve", text])
             ok, value = self.conn.recv()
             retrieval["seconds"] += time.perf_counter() - t0
             if not ok:

@@ -1,7 +1,8 @@
 """Layer 2-4 of the sandbox: the worker process.
 
-A long-lived process started with the 'spawn' context (the parent may hold torch or engine
-threads). It opens the graph mmap once, then runs snippets one at a time:
+A long-lived process: a fresh interpreter (`python -m glmcot.agents.sandbox.worker`, in its own
+session, so no parent threads, locks or main module come along). It opens the graph mmap once,
+then runs snippets one at a time:
 - namespace: only the five primitives and an allowlisted set of builtins (no `__import__`);
 - primitives return plain values; their calls are counted and capped;
 - `print` writes into a capped buffer;
@@ -12,13 +13,15 @@ threads). It opens the graph mmap once, then runs snippets one at a time:
   RetrieveNode cache and the pipelined prefetch.
 The parent kills the process on wall-time overrun; a killed worker is replaced.
 
-Messages: parent -> worker ("run", job) / ("retrieved", ok, value); worker -> parent
-("ready", info) / ("retrieve", text) / ("done", result).
+Messages are JSON (never pickle: the parent does not unpickle what a sandboxed process sends) over
+a socket pair: parent -> worker ["run", job] / [ok, value] (a RetrieveNode answer) / ["stop"];
+worker -> parent ["ready", info] / ["failed", reason] / ["retrieve", text] / ["done", result].
 """
 
 from __future__ import annotations
 
 import builtins
+import json
 import resource
 import signal
 import sys
@@ -66,8 +69,27 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+class JSONConnection:
+    """send/recv of JSON values over a multiprocessing Connection."""
+
+    def __init__(self, connection):
+        self.connection = connection
+
+    def send(self, value) -> None:
+        self.connection.send_bytes(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+
+    def recv(self):
+        return json.loads(self.connection.recv_bytes().decode("utf-8"))
+
+    def poll(self, timeout: float | None = None) -> bool:
+        return self.connection.poll(timeout)
+
+    def close(self) -> None:
+        self.connection.close()
+
+
 def main(conn, graph_dir: str, options: dict) -> None:  # pragma: no cover - runs in a subprocess
-    """Worker entry point."""
+    """Worker loop."""
     try:
         from glmcot.graph.store import Graph
 
@@ -132,3 +154,14 @@ def error_record(error: BaseException, kind: str) -> dict[str, Any]:
     if len(message) > 500:
         message = message[:500] + "..."
     return {"kind": kind, "type": type(error).__name__, "message": message, "line": line}
+
+
+if __name__ == "__main__":  # pragma: no cover - runs in a subprocess
+    from multiprocessing.connection import Connection
+
+    # Run the package's copy of this module, not __main__'s, so the exception classes raised by
+    # the signal handler are the ones the runtime catches.
+    from glmcot.agents.sandbox import worker as _worker
+
+    _fd, _graph_dir, _options = int(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
+    _worker.main(_worker.JSONConnection(Connection(_fd)), _graph_dir, _options)

@@ -1,0 +1,35 @@
+"""One dataclass of agent options (GLM and the Graph-CoT baseline)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass
+class AgentConfig:
+    domain: str | None = None  # prompt examples and graph definition; None: read from the dataset
+    # GLM
+    max_rounds: int = 4  # R/A rounds before "step_limit"
+    max_code_retries: int = 2  # extra A-Agent attempts per missing fact after a failed snippet
+    max_format_retries: int = 1  # extra R-Agent attempts after an unreadable reply
+    pipelining: bool = True  # start RetrieveNode searches from the A-Agent's stream
+    classify_max_tokens: int = 16
+    reason_max_tokens: int = 256
+    act_max_tokens: int = 512
+    temperature: float = 0.0
+    # Graph-CoT baseline (grbench.md §3: 10 steps in the shipped script, 10k-token prompt cap)
+    graphcot_max_steps: int = 10
+    graphcot_token_cap: int = 10_000
+    graphcot_max_tokens: int = 300
+    graphcot_examples: bool = True  # False: the zero-shot variant
+
+    def __post_init__(self) -> None:
+        if self.max_rounds < 1:
+            raise ValueError("max_rounds must be at least 1")
+        if self.max_code_retries < 0 or self.max_format_retries < 0:
+            raise ValueError("retry counts must be >= 0")
+        if self.graphcot_max_steps < 1:
+            raise ValueError("graphcot_max_steps must be at least 1")
+
+    def to_dict(self) -> dict:
+        return asdict(self)

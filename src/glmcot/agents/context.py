@@ -1,0 +1,103 @@
+"""What agents share across questions: the graph, the RetrieveNode service, the sandbox pool and
+the rendered prompts. One context per run; thread-safe."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+from glmcot.agents.prompts import PromptSet, load_prompts
+from glmcot.agents.retrieval import LexicalRetriever, RetrievalService
+from glmcot.agents.sandbox import SandboxExecutor, SandboxLimits
+
+
+def resolve_graph_dir(path: str | Path) -> Path:
+    """A store directory, or a dataset directory holding one in graph/."""
+    path = Path(path)
+    if (path / "graph").is_dir() and not (path / "manifest.json").exists():
+        return path / "graph"
+    return path
+
+
+def dataset_domain(graph_dir: Path) -> str | None:
+    for candidate in (graph_dir / "meta.json", graph_dir.parent / "meta.json"):
+        if candidate.is_file():
+            try:
+                return json.loads(candidate.read_text(encoding="utf-8")).get("domain")
+            except (OSError, json.JSONDecodeError):
+                return None
+    return None
+
+
+def open_retriever(spec: Any, graph_dir: Path, graph) -> Any:
+    """`spec`: an object with retrieve(text), "lexical", "embedding" or "auto" (the graph's
+    embedding index when one was built, else lexical matching)."""
+    if spec is None:
+        return None
+    if not isinstance(spec, str):
+        return spec
+    if spec == "lexical":
+        return LexicalRetriever(graph)
+    if spec in ("auto", "embedding"):
+        from glmcot.graph.errors import RetrievalUnavailable
+        from glmcot.graph.retrieval import NodeRetriever
+
+        try:
+            return NodeRetriever.open(graph)
+        except RetrievalUnavailable:
+            if spec == "embedding":
+                raise
+        return LexicalRetriever(graph)
+    raise ValueError(f"unknown retriever {spec!r}: expected auto, embedding, lexical or an object")
+
+
+class AgentContext:
+    def __init__(
+        self,
+        graph_dir: str | Path,
+        *,
+        retriever: Any = "auto",
+        workers: int = 2,
+        limits: SandboxLimits | None = None,
+        domain: str | None = None,
+        retrieval_threads: int = 2,
+    ):
+        from glmcot.graph.chunks import chunk_key
+        from glmcot.graph.store import Graph
+
+        self.graph_dir = resolve_graph_dir(graph_dir)
+        self.graph = Graph.open(self.graph_dir)
+        self.domain = domain or dataset_domain(self.graph_dir)
+        self.retrieval = RetrievalService(open_retriever(retriever, self.graph_dir, self.graph), threads=retrieval_threads)
+        self.executor = SandboxExecutor(self.graph_dir, workers=workers, limits=limits)
+        self._chunk_key = chunk_key
+        self._prompts: dict[tuple, PromptSet] = {}
+        self._lock = threading.Lock()
+
+    def chunk_key(self, node_id: str) -> str:
+        return self._chunk_key(self.graph, node_id)
+
+    def prompts(self, domain: str | None = None, *, graphcot_examples: bool = True) -> PromptSet:
+        key = (domain or self.domain, graphcot_examples)
+        with self._lock:
+            if key not in self._prompts:
+                self._prompts[key] = load_prompts(key[0], self.graph, graphcot_examples=graphcot_examples)
+            return self._prompts[key]
+
+    def run_code(self, code: str) -> str:
+        """Runs a snippet in the sandbox and returns what it printed ('' on error): the scripted
+        policy's way to know what a GLM plan prints."""
+        result = self.executor.run(code, resolve=self.retrieval.resolve)
+        return result.output if result.ok else ""
+
+    def close(self) -> None:
+        self.executor.close()
+        self.retrieval.close()
+
+    def __enter__(self) -> "AgentContext":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

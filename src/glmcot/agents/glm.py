@@ -1,0 +1,152 @@
+"""The GLM multi-agent workflow (Figure 3).
+
+deterministic:     C -> A -> Retriever -> answer (what the snippet printed)
+non-deterministic: C -> (R -> A -> Retriever -> notebook)* -> R answers
+
+Fault tolerance: a snippet that cannot be parsed, is rejected by the sandbox, raises, times out or
+prints nothing goes back to the A-Agent with the error, its line and a short hint, up to
+`max_code_retries` more times per missing fact; an unreadable R-Agent reply is asked again
+`max_format_retries` times; at most `max_rounds` R/A rounds. A question that runs out ends with a
+failure category (Table 5), never an exception.
+"""
+
+from __future__ import annotations
+
+from glmcot.agents.base import QuestionFailed, QuestionRun
+from glmcot.agents.config import AgentConfig
+from glmcot.agents.context import AgentContext
+from glmcot.agents.notebook import Notebook
+from glmcot.agents.records import QuestionResult
+from glmcot.agents.retrieval import PipelineHook
+from glmcot.agents.sandbox import ExecutionResult
+from glmcot.llm import SHARED_PROMPT, TRANSIENT, LLMBackend, LLMError, Segment
+from glmcot.llm import formats
+
+# Which failure an execution error counts as when retries run out.
+_RETRIEVAL_KINDS = {"graph", "retrieval"}
+
+
+def failure_category(kind: str) -> str:
+    if kind == "format":
+        return "unexpected_output"
+    if kind in _RETRIEVAL_KINDS:
+        return "retrieval_error"
+    return "code_error"
+
+
+class GLMAgent:
+    method = "glm"
+
+    def __init__(self, backend: LLMBackend, context: AgentContext, config: AgentConfig | None = None):
+        self.backend = backend
+        self.context = context
+        self.config = config or AgentConfig()
+        self.prompts = context.prompts(self.config.domain)
+        self._names = {getattr(self.prompts, a): self.prompts.name(a) for a in ("classify", "reason", "act")}
+
+    def answer(self, question: str, qid: str | None = None) -> QuestionResult:
+        run = QuestionRun(self.backend, question, qid, self.method, self._names)
+        try:
+            deterministic = self._classify(run)
+            run.result.deterministic = deterministic
+            if deterministic:
+                result = self._act(run, question, step=0)
+                run.result.rounds = 1
+                return run.finish(result.output.strip())
+            return run.finish(self._loop(run))
+        except QuestionFailed as failure:
+            return run.finish("", failure)
+        except LLMError as error:
+            return run.finish("", QuestionFailed("backend_error", str(error)))
+
+    # -- agents ---------------------------------------------------------------------------------
+
+    def _classify(self, run: QuestionRun) -> bool:
+        segments = [Segment(self.prompts.classify, SHARED_PROMPT), Segment(f"Question: {run.question}\n", TRANSIENT)]
+        response = run.call(
+            "classify", segments, max_tokens=self.config.classify_max_tokens, stop=formats.CLASSIFY_STOP,
+            step=0, temperature=self.config.temperature,
+        )
+        try:
+            deterministic = formats.parse_label(response.text)
+            parsed = True
+        except formats.FormatError:
+            # The non-deterministic path can answer anything, so an unreadable label costs calls,
+            # not the question.
+            deterministic, parsed = False, False
+        run.trace.append({"type": "classify", "deterministic": deterministic, "parsed": parsed})
+        return deterministic
+
+    def _loop(self, run: QuestionRun) -> str:
+        notebook = Notebook(self.context.chunk_key)
+        for round_ in range(self.config.max_rounds + 1):
+            decision = self._reason(run, notebook, round_)
+            if decision.answer is not None:
+                return decision.answer
+            if round_ == self.config.max_rounds:
+                break
+            result = self._act(run, decision.missing, step=round_)
+            run.result.rounds = round_ + 1
+            added = notebook.add(decision.missing, result.output, result.chunks)
+            run.trace.append({"type": "notebook", "added": [s.key or "fact" for s in added]})
+        raise QuestionFailed("step_limit", f"no answer after {self.config.max_rounds} reasoning rounds")
+
+    def _reason(self, run: QuestionRun, notebook: Notebook, step: int) -> formats.Reasoning:
+        question = Segment(f"Question: {run.question}\n", TRANSIENT)
+        hint = None
+        last = ""
+        for attempt in range(self.config.max_format_retries + 1):
+            segments = [Segment(self.prompts.reason, SHARED_PROMPT), *notebook.segments(), question]
+            if hint:
+                segments.append(Segment(hint, TRANSIENT))
+            response = run.call(
+                "reason", segments, max_tokens=self.config.reason_max_tokens, stop=formats.REASON_STOP,
+                step=step, attempt=attempt, temperature=self.config.temperature,
+            )
+            try:
+                return formats.parse_reasoning(response.text)
+            except formats.FormatError as error:
+                last = str(error)
+                hint = "Your last reply could not be read. Reply with <answer>...</answer> or <missing>...</missing> only.\n"
+        raise QuestionFailed("unexpected_output", f"R-Agent: {last}")
+
+    def _act(self, run: QuestionRun, missing: str, step: int) -> ExecutionResult:
+        config = self.config
+        prompts = self.prompts
+        retry: tuple[str, str, str] | None = None  # (code, error text, kind)
+        for attempt in range(config.max_code_retries + 1):
+            segments = [Segment(prompts.act, SHARED_PROMPT), Segment(f"Needed: {missing}\n", TRANSIENT)]
+            if retry is not None:
+                code, error_text, kind = retry
+                segments.append(
+                    Segment(prompts.act_retry.format(code=code, error=error_text, hint=prompts.hints.get(kind, "")), TRANSIENT)
+                )
+            hook = PipelineHook(self.context.retrieval) if config.pipelining else None
+            response = run.call(
+                "act", segments, max_tokens=config.act_max_tokens, stop=formats.ACT_STOP, step=step,
+                attempt=attempt, temperature=config.temperature, on_line=hook,
+            )
+            try:
+                code = formats.parse_code(response.text)
+            except formats.FormatError as error:
+                retry = (response.text.strip()[:500], str(error), "format")
+                run.trace.append({"type": "exec", "step": step, "attempt": attempt, "code": None, "result": {"ok": False, "error": {"kind": "format", "message": str(error)}}})
+                continue
+            result = self.context.executor.run(code, resolve=self.context.retrieval.resolve)
+            run.result.retrieval_time_s += result.retrieval_s
+            run.trace.append(
+                {
+                    "type": "exec", "step": step, "attempt": attempt, "code": code, "result": result.to_dict(),
+                    "prefetched": list(hook.started) if hook else [],
+                    "prefetch_at_s": (round(hook.first_at, 6) if hook and hook.first_at is not None else None),
+                }
+            )
+            if result.ok and result.output.strip():
+                return result
+            if result.ok:
+                retry = (code, "the snippet printed nothing", "empty")
+            else:
+                retry = (code, result.error_text(), result.error.get("kind", "exception"))
+        code, error_text, kind = retry
+        kind = "exception" if kind == "empty" else kind
+        raise QuestionFailed(failure_category(kind), f"A-Agent step {step}: {error_text}")

@@ -1,0 +1,102 @@
+"""The Graph-CoT baseline as the original runs it (grbench.md §2-3): one agent, a ReAct loop of
+Thought and Action as two LLM calls per step over the whole growing prompt, bracket actions,
+newline stops, the original observation sentences, `graphcot_max_steps` steps and a prompt cap of
+`graphcot_token_cap` tokens (Qwen tokenizer). A halted question answers '' with failure
+"step_limit". Same backends and traces as GLM."""
+
+from __future__ import annotations
+
+import time
+
+from glmcot.agents.base import QuestionFailed, QuestionRun
+from glmcot.agents.config import AgentConfig
+from glmcot.agents.context import AgentContext
+from glmcot.agents.records import QuestionResult
+from glmcot.graph.graphcot import INVALID_ACTION, GraphCoTObserver
+from glmcot.llm import NOTEBOOK, SHARED_PROMPT, LLMBackend, LLMError, Segment
+from glmcot.llm import formats
+from glmcot.llm.tokens import TokenCounter, qwen_counter
+
+
+class _ResolveAsRetriever:
+    """The observer's retriever: RetrieveNode through the shared service (cache, timing)."""
+
+    def __init__(self, resolve):
+        self.resolve = resolve
+
+    def retrieve(self, text: str) -> str:
+        return self.resolve(text)
+
+
+def observe(observer: GraphCoTObserver, action: formats.Action) -> str:
+    """One action's observation; arguments split on ", " as the original does."""
+    if action.name == "RetrieveNode":
+        return observer.observe("RetrieveNode", [action.argument])
+    return observer.observe(action.name, action.argument.split(", "))
+
+
+class GraphCoTAgent:
+    method = "graphcot"
+
+    def __init__(self, backend: LLMBackend, context: AgentContext, config: AgentConfig | None = None, counter: TokenCounter | None = None):
+        self.backend = backend
+        self.context = context
+        self.config = config or AgentConfig()
+        self.prompts = context.prompts(self.config.domain, graphcot_examples=self.config.graphcot_examples)
+        self.counter = counter or qwen_counter()
+        self._names = {self.prompts.graphcot: self.prompts.name("graphcot")}
+
+    def answer(self, question: str, qid: str | None = None) -> QuestionResult:
+        run = QuestionRun(self.backend, question, qid, self.method, self._names)
+        timer = {"seconds": 0.0}
+
+        def resolve(text: str) -> str:
+            started = time.perf_counter()
+            try:
+                return self.context.retrieval.resolve(text)
+            finally:
+                timer["seconds"] += time.perf_counter() - started
+
+        observer = GraphCoTObserver(self.context.graph, retriever=_ResolveAsRetriever(resolve))
+        head = Segment(self.prompts.graphcot, SHARED_PROMPT)
+        opening = self.prompts.graphcot_question.format(question=question).rstrip("\n")
+        scratchpad = ""
+        config = self.config
+        try:
+            for step in range(1, config.graphcot_max_steps + 1):
+                if self.counter.count(head.text + opening + scratchpad) > config.graphcot_token_cap:
+                    raise QuestionFailed("step_limit", f"the prompt passed {config.graphcot_token_cap} tokens at step {step}")
+                response = run.call(
+                    "graphcot-thought", [head, Segment(opening + scratchpad + f"\nThought {step}:", NOTEBOOK)],
+                    max_tokens=config.graphcot_max_tokens, stop=formats.GRAPHCOT_STOP, step=step - 1,
+                    temperature=config.temperature,
+                )
+                thought = formats.clean_step_text(response.text, "Thought", step)
+                scratchpad += f"\nThought {step}: {thought}"
+                response = run.call(
+                    "graphcot-action", [head, Segment(opening + scratchpad + f"\nAction {step}:", NOTEBOOK)],
+                    max_tokens=config.graphcot_max_tokens, stop=formats.GRAPHCOT_STOP, step=step - 1,
+                    temperature=config.temperature,
+                )
+                action_line = formats.clean_step_text(response.text, "Action", step)
+                scratchpad += f"\nAction {step}: {action_line}"
+                actions = formats.parse_actions(action_line)
+                run.result.rounds = step
+                if actions and actions[0].name == "Finish":
+                    run.trace.append({"type": "graphcot-step", "step": step, "thought": thought, "action": action_line, "observation": None})
+                    run.result.retrieval_time_s = timer["seconds"]
+                    return run.finish(actions[0].argument.strip())
+                if not actions:
+                    observation = INVALID_ACTION
+                else:
+                    observation = "".join(observe(observer, a) for a in actions)
+                observation = " ".join(observation.split("\n")).strip()
+                scratchpad += f"\nObservation {step}: {observation}"
+                run.trace.append({"type": "graphcot-step", "step": step, "thought": thought, "action": action_line, "observation": observation})
+            raise QuestionFailed("step_limit", f"no Finish within {config.graphcot_max_steps} steps")
+        except QuestionFailed as failure:
+            run.result.retrieval_time_s = timer["seconds"]
+            return run.finish("", failure)
+        except LLMError as error:
+            run.result.retrieval_time_s = timer["seconds"]
+            return run.finish("", QuestionFailed("backend_error", str(error)))

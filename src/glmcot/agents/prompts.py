@@ -1,0 +1,120 @@
+"""Agent prompts: package data files (prompts/*.yaml) filled with a domain's graph definition and
+few-shot examples. The rendered P-I text of an agent is fixed per (agent, domain), so it is the
+shared, never-evicted prefix of every call."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+import yaml
+
+AGENTS = ("classify", "reason", "act", "graphcot")
+
+
+@lru_cache(maxsize=None)
+def _load(agent: str) -> dict:
+    text = resources.files("glmcot.agents").joinpath("prompts", f"{agent}.yaml").read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict) or "template" not in data:
+        raise ValueError(f"prompts/{agent}.yaml has no template")
+    return data
+
+
+def graph_definition(domain: str | None, graph=None) -> str:
+    """The domain's definition from glmcot.data.schemas, else one derived from the graph itself."""
+    if domain:
+        try:
+            from glmcot.data.schemas import UnknownDomainError, graph_definition as schema_definition
+
+            try:
+                return schema_definition(domain)
+            except UnknownDomainError:
+                pass
+        except ImportError:
+            pass
+    if graph is None:
+        return "A knowledge graph of typed nodes with features, linked by named relations."
+    return describe_graph(graph)
+
+
+def describe_graph(graph) -> str:
+    """A definition in the style of the schema ones, read from a store (for unknown domains)."""
+    parts = [f"A knowledge graph with node types {', '.join(graph.node_types)}."]
+    for node_type in graph.node_types:
+        features = graph.feature_names(node_type)
+        relations = graph.relation_names(node_type)
+        start, end = graph.type_range(node_type)
+        links = []
+        for relation in relations:
+            target = None
+            for index in range(start, min(end, start + 50)):
+                neighbours = graph.neighbor_indices(index, relation)
+                if len(neighbours):
+                    target = graph.type_of_index(int(neighbours[0]))
+                    break
+            links.append(f"{relation} (to {target} nodes)" if target else relation)
+        sentence = f"{node_type} nodes have the features {', '.join(features) or 'none'}"
+        if links:
+            sentence += f" and link through {', '.join(links)}"
+        parts.append(sentence + ".")
+    return " ".join(parts)
+
+
+def _examples(data: dict, domain: str | None) -> str:
+    examples = data.get("examples") or {}
+    key = domain if domain in examples else "default"
+    return str(examples.get(key, "")).rstrip("\n")
+
+
+@dataclass(frozen=True)
+class PromptSet:
+    """The rendered prompts of every agent for one domain."""
+
+    domain: str | None
+    definition: str
+    classify: str
+    reason: str
+    act: str
+    graphcot: str
+    graphcot_question: str
+    act_retry: str
+    hints: dict = field(default_factory=dict)
+
+    def name(self, agent: str) -> str:
+        text = getattr(self, agent)
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+        return f"{agent}/{self.domain or 'default'}@{digest}"
+
+
+def load_prompts(domain: str | None = None, graph=None, *, graphcot_examples: bool = True) -> PromptSet:
+    definition = graph_definition(domain, graph)
+    canonical = domain
+    if domain:
+        try:
+            from glmcot.data.schemas import canonical_domain
+
+            canonical = canonical_domain(domain)
+        except Exception:
+            canonical = domain
+    rendered = {}
+    for agent in AGENTS:
+        data = _load(agent)
+        examples = _examples(data, canonical)
+        if agent == "graphcot" and not graphcot_examples:
+            examples = "(none)"
+        rendered[agent] = data["template"].format(graph=definition, examples=examples).rstrip("\n") + "\n"
+    act = _load("act")
+    return PromptSet(
+        domain=canonical,
+        definition=definition,
+        classify=rendered["classify"],
+        reason=rendered["reason"],
+        act=rendered["act"],
+        graphcot=rendered["graphcot"],
+        graphcot_question=_load("graphcot")["question"],
+        act_retry=act["retry"],
+        hints=dict(act.get("hints") or {}),
+    )
