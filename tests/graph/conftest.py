@@ -36,6 +36,12 @@ def build_tiny(out_dir) -> None:
 
 
 @pytest.fixture(scope="session")
+def tiny_builder():
+    """The function that writes the tiny graph (for tests that need a fresh copy)."""
+    return build_tiny
+
+
+@pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("tiny") / "store"
     build_tiny(out)
@@ -45,3 +51,11 @@ def tiny_dir(tmp_path_factory):
 @pytest.fixture()
 def tiny(tiny_dir) -> Graph:
     return Graph.open(tiny_dir)
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """all-MiniLM-L6-v2, loaded once for the whole test session."""
+    from glmcot.graph.retrieval import MiniLMEmbedder
+
+    return MiniLMEmbedder()

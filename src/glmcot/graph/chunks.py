@@ -47,7 +47,7 @@ def format_value(value: object) -> str:
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, list) and all(isinstance(item, str) for item in value):
-        return "; ".join(value)
+        return "; ".join(value) if value else "none"
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 

@@ -117,6 +117,8 @@ def _pass1(path: Path, progress: ProgressCallback | None) -> _Pass1:
     with open(path, "rb") as handle:
         reader = _CountingReader(handle, "ids", total, progress)
         context = _Context(path, reader)
+        if total == 0:
+            raise context.error("empty file")
         depth = 0
         expect_map = True  # the top level
         count = 0
@@ -163,8 +165,6 @@ def _pass1(path: Path, progress: ProgressCallback | None) -> _Pass1:
         except UnicodeDecodeError as error:
             raise context.error(f"malformed JSON: {error}") from None
         if not closed:
-            if reader.position == 0:
-                raise context.error("empty file")
             raise context.error("truncated file (the top-level object is not closed)")
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(np.frombuffer(lengths, dtype=np.int64), out=offsets[1:])
