@@ -46,7 +46,7 @@ def build(rng: np.random.Generator, units: int) -> SynthGraph:
     n_op = units
     n_cl = max(20, int(units * 0.7))
     n_dk = max(15, int(units * 0.55))
-    n_ct = max(12, units // 40)
+    n_ct = max(30, units // 40)
     g = SynthGraph(schema, {"opinion": n_op, "opinion_cluster": n_cl, "docket": n_dk, "court": n_ct})
     first, last = words("first_names"), words("last_names")
     topics, holdings, outcomes = words("legal_topics"), words("legal_holdings"), words("legal_outcomes")

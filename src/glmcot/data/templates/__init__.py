@@ -9,5 +9,7 @@ from glmcot.data.templates.base import TemplateSet
 
 
 def template_set(domain: str) -> TemplateSet:
+    """The domain's templates, sorted by GRBench block number (qid order)."""
     module = importlib.import_module(f"glmcot.data.templates.{canonical_domain(domain)}")
+    module.T.templates.sort(key=lambda t: int(t.template.split("/")[1]))
     return module.T
