@@ -27,3 +27,21 @@ def sandbox(graph_dir):
     executor = SandboxExecutor(graph_dir, workers=2, limits=SandboxLimits(wall_s=3.0, cpu_s=2.0, memory_mb=256))
     yield executor
     executor.close()
+
+
+@pytest.fixture(scope="session")
+def context(graph_dir):
+    from glmcot.agents import AgentContext
+    from glmcot.agents.sandbox import SandboxLimits
+
+    ctx = AgentContext(graph_dir, retriever="lexical", workers=2, domain="dblp",
+                       limits=SandboxLimits(wall_s=3.0, cpu_s=2.0, memory_mb=256))
+    yield ctx
+    ctx.close()
+
+
+@pytest.fixture
+def scripted(context, records):
+    from glmcot.agents import make_backend
+
+    return make_backend("scripted", questions=records, context=context)

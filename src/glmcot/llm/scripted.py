@@ -75,6 +75,23 @@ def _literal(text: str) -> Any:
         return text
 
 
+def _template_actions(template: str) -> list[formats.Action]:
+    """Bracket actions of a plan template, brackets balanced (`NodeFeature[$1[*], name]`)."""
+    actions = []
+    position = 0
+    while True:
+        match = re.compile(r"(\w+)\[").search(template, position)
+        if not match:
+            return actions
+        depth, index = 1, match.end()
+        while index < len(template) and depth:
+            depth += {"[": 1, "]": -1}.get(template[index], 0)
+            index += 1
+        argument = template[match.end(): index - 1 if depth == 0 else index]
+        actions.append(formats.Action(match.group(1), argument))
+        position = index
+
+
 class _Session:
     def __init__(self) -> None:
         self.actions: dict[int, list[formats.Action]] = {}
@@ -154,7 +171,7 @@ class ScriptedBackend(LLMBackend):
         session_id = request.session or str(record["qid"])
         with self._lock:
             session = self._sessions.setdefault(session_id, _Session())
-        parsed = formats.parse_actions(template)
+        parsed = _template_actions(template)
         if len(parsed) == 1 and parsed[0].name == "Finish":
             argument = parsed[0].argument
             if "$answer" in argument:

@@ -1,0 +1,115 @@
+"""Error paths: a fuzzing scripted backend (garbage, wrong ids, code that raises, loops, imports,
+escapes) ends in retries or recorded failures; nothing crashes or hangs."""
+
+import time
+
+import pytest
+
+from glmcot.agents import AgentConfig, GLMAgent, GraphCoTAgent
+from glmcot.llm import LLMBackend, LLMError, LLMResponse, formats
+
+
+class Fuzz(LLMBackend):
+    """Answers calls of `agent` on attempts listed in `bad` with `text`; the rest come from the
+    scripted policy."""
+
+    label = "fuzzing scripted policy"
+
+    def __init__(self, inner, agent, text, bad=None):
+        self.inner, self.agent, self.text, self.bad = inner, agent, text, bad
+        self.seen = []
+
+    def complete(self, request):
+        meta = request.metadata
+        self.seen.append((meta["agent"], meta.get("step"), meta.get("attempt"), request.prompt))
+        if meta["agent"] == self.agent and (self.bad is None or meta.get("attempt", 0) in self.bad):
+            text = self.text(meta) if callable(self.text) else self.text
+            if isinstance(text, Exception):
+                raise text
+            return LLMResponse(text, 10, 0, 5, 0.0)
+        return self.inner.complete(request)
+
+    def end_session(self, session):
+        self.inner.end_session(session)
+
+
+BAD_SNIPPETS = {
+    "garbage": ("!!! ??? <<>>", "unexpected_output"),
+    "prose": ("I am not sure how to do that.", "unexpected_output"),
+    "wrong_id": ('<code>\nprint(NodeFeature("p999", "title"))\n</code>', "retrieval_error"),
+    "wrong_relation": ('<code>\nprint(NeighbourCheck("p1", "authors"))\n</code>', "retrieval_error"),
+    "raises": ("<code>\nx = [1]\nprint(x[3])\n</code>", "code_error"),
+    "loops_forever": ("<code>\nn = 0\nfor i in range(10**12):\n    n += 1\n</code>", "code_error"),
+    "imports": ("<code>\nimport os\nprint(os.getcwd())\n</code>", "code_error"),
+    "escapes": ("<code>\nprint(().__class__.__bases__[0].__subclasses__())\n</code>", "code_error"),
+    "prints_nothing": ("<code>\nx = 1\n</code>", "code_error"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_SNIPPETS))
+def test_bad_snippets_are_retried_then_recorded(context, scripted, records, name):
+    text, category = BAD_SNIPPETS[name]
+    fuzz = Fuzz(scripted, "act", text)
+    config = AgentConfig(domain="dblp", max_code_retries=1)
+    started = time.perf_counter()
+    result = GLMAgent(fuzz, context, config).answer(records[0]["question"], qid="t-0")
+    assert time.perf_counter() - started < 20
+    assert result.answer == ""
+    assert result.failure == category, result.failure_detail
+    attempts = [s for s in fuzz.seen if s[0] == "act"]
+    assert len(attempts) == 2  # the first try and one retry
+    # The retry prompt carries the failed snippet and the error.
+    assert "failed:" in attempts[1][3]
+
+
+def test_a_failed_snippet_is_corrected_on_retry(context, scripted, records):
+    text, _ = BAD_SNIPPETS["wrong_id"]
+    fuzz = Fuzz(scripted, "act", text, bad={0})
+    result = GLMAgent(fuzz, context, AgentConfig(domain="dblp")).answer(records[0]["question"], qid="t-0")
+    assert result.failure is None
+    assert result.answer == records[0]["answer"]
+    retry_prompt = [s for s in fuzz.seen if s[0] == "act"][1][3]
+    assert "no such node" in retry_prompt and "p999" in retry_prompt
+
+
+def test_garbage_reasoning_is_asked_again_then_fails(context, scripted, records):
+    record = records[2]
+    fuzz = Fuzz(scripted, "reason", "blah blah")
+    result = GLMAgent(fuzz, context, AgentConfig(domain="dblp", max_format_retries=1)).answer(record["question"], record["qid"])
+    assert result.failure == "unexpected_output"
+    assert [s[2] for s in fuzz.seen if s[0] == "reason"] == [0, 1]
+
+
+def test_garbage_label_falls_back_to_the_general_path(context, scripted, records):
+    fuzz = Fuzz(scripted, "classify", "?!")
+    result = GLMAgent(fuzz, context, AgentConfig(domain="dblp")).answer(records[0]["question"], "t-0")
+    assert result.deterministic is False
+    assert result.failure is None and result.answer == records[0]["answer"]
+
+
+def test_endless_missing_information_hits_the_step_limit(context, scripted, records):
+    fuzz = Fuzz(scripted, "reason", formats.render_missing('the authors of "Fast Graph Sampling"'))
+    result = GLMAgent(fuzz, context, AgentConfig(domain="dblp", max_rounds=2)).answer(records[2]["question"], records[2]["qid"])
+    assert result.failure == "step_limit"
+    assert result.calls_by_agent["reason"] == 3 and result.calls_by_agent["act"] == 2
+
+
+def test_backend_errors_are_recorded(context, scripted, records):
+    fuzz = Fuzz(scripted, "act", LLMError("server down"))
+    result = GLMAgent(fuzz, context).answer(records[0]["question"], "t-0")
+    assert result.failure == "backend_error" and "server down" in result.failure_detail
+
+
+@pytest.mark.parametrize("text", ["", "Finish", "NodeFeature[p1]", "Bogus[1, 2]", "RetrieveNode[", "NeighbourCheck[p999, author]"])
+def test_graphcot_garbage_ends_in_step_limit(context, scripted, records, text):
+    fuzz = Fuzz(scripted, "graphcot-action", text)
+    result = GraphCoTAgent(fuzz, context, AgentConfig(domain="dblp", graphcot_max_steps=3)).answer(records[0]["question"], "t-0")
+    assert result.failure == "step_limit"
+    assert result.answer == ""
+    assert result.llm_calls == 6
+
+
+def test_graphcot_token_cap(context, scripted, records):
+    result = GraphCoTAgent(scripted, context, AgentConfig(domain="dblp", graphcot_token_cap=100)).answer(records[0]["question"], "t-0")
+    assert result.failure == "step_limit" and "tokens" in result.failure_detail
+    assert result.llm_calls == 0

@@ -1,0 +1,107 @@
+"""GLM and Graph-CoT under the scripted policy on the tiny graph."""
+
+import pytest
+
+from glmcot.agents import AgentConfig, GLMAgent, GraphCoTAgent
+from glmcot.llm import formats
+
+
+@pytest.mark.parametrize("qid", ["t-0", "t-1", "t-2", "t-3"])
+def test_glm_reaches_the_gold_answer(context, scripted, records, qid):
+    record = next(r for r in records if r["qid"] == qid)
+    result = GLMAgent(scripted, context, AgentConfig(domain="dblp")).answer(record["question"], qid=qid)
+    assert result.failure is None, result.failure_detail
+    assert result.answer == record["answer"]
+    assert result.backend == "scripted policy"
+    assert result.prompt_tokens > 0 and result.output_tokens > 0
+    steps = len(record["plan"]["glm"])
+    if record["deterministic"]:
+        assert result.calls_by_agent == {"classify": 1, "act": 1}
+        assert result.llm_calls == 2
+    else:
+        assert result.calls_by_agent == {"classify": 1, "reason": steps + 1, "act": steps}
+
+
+@pytest.mark.parametrize("qid", ["t-0", "t-1", "t-2", "t-3"])
+def test_graphcot_reaches_the_gold_answer(context, scripted, records, qid):
+    record = next(r for r in records if r["qid"] == qid)
+    result = GraphCoTAgent(scripted, context, AgentConfig(domain="dblp")).answer(record["question"], qid=qid)
+    assert result.failure is None, result.failure_detail
+    assert result.answer == record["answer"]
+    steps = len(record["plan"]["graphcot"])
+    assert result.llm_calls == 2 * steps
+    observations = [e["observation"] for e in result.trace if e["type"] == "graphcot-step" and e["observation"]]
+    assert observations[0].startswith("The ID of this retrieval target node is ")
+
+
+def test_glm_uses_far_fewer_tokens_than_graphcot(context, scripted, records):
+    glm = GLMAgent(scripted, context, AgentConfig(domain="dblp"))
+    graphcot = GraphCoTAgent(scripted, context, AgentConfig(domain="dblp"))
+    glm_tokens = sum(glm.answer(r["question"], r["qid"]).total_tokens for r in records)
+    graphcot_tokens = sum(graphcot.answer(r["question"], r["qid"]).total_tokens for r in records)
+    assert glm_tokens < graphcot_tokens
+
+
+def test_prompt_order_and_notebook_segments(context, scripted, records):
+    record = next(r for r in records if r["qid"] == "t-2")
+    result = GLMAgent(scripted, context, AgentConfig(domain="dblp")).answer(record["question"], qid="t-2")
+    reason_calls = [e for e in result.trace if e["type"] == "llm" and e["agent"] == "reason"]
+    last = reason_calls[-1]["segments"]
+    levels = [s["level"] for s in last]
+    assert levels[0] == 1 and levels[-1] == 4
+    assert levels == sorted(levels)  # P1, then the notebook (P2), then the transient part (P4)
+    keys = [s["key"] for s in last if s["key"]]
+    assert keys and all(k.startswith("vertex:") for k in keys)
+    assert any(":p3:" in k for k in keys)
+    assert len(keys) == len(set(keys))  # each node once, although both snippets touched p3
+    facts = [s["text"] for s in last if s["level"] == 2 and s["text"].startswith("<fact")]
+    assert len(facts) == 2
+    # P-I text is referenced by name and hash, not repeated in every trace event.
+    assert "prompt" in last[0] and "text" not in last[0]
+    # One session per question, ended at the end.
+    sessions = {e["session"] for e in result.trace if e["type"] == "llm"}
+    assert len(sessions) == 1
+
+
+def test_pipelining_gives_the_same_answers_and_prefetches(context, records):
+    from glmcot.agents import make_backend
+
+    answers = {}
+    for pipelining in (True, False):
+        backend = make_backend("scripted", questions=records, context=context)
+        agent = GLMAgent(backend, context, AgentConfig(domain="dblp", pipelining=pipelining))
+        results = [agent.answer(r["question"], r["qid"]) for r in records]
+        answers[pipelining] = [r.answer for r in results]
+        execs = [e for r in results for e in r.trace if e["type"] == "exec"]
+        if pipelining:
+            assert all(e["prefetched"] for e in execs)
+            assert "Sparse Attention for Long Graphs" in execs[0]["prefetched"]
+        else:
+            assert not any(e["prefetched"] for e in execs)
+    assert answers[True] == answers[False] == [r["answer"] for r in records]
+
+
+def test_pipeline_hook_starts_search_from_the_stream():
+    import threading
+    import time
+
+    from glmcot.agents.retrieval import PipelineHook, RetrievalService, retrieve_literals
+
+    assert retrieve_literals('p = RetrieveNode("A \\"quoted\\" title")  # x') == ['A "quoted" title']
+    assert retrieve_literals("x = RetrieveNode(name)") == []
+    started = threading.Event()
+
+    class Slow:
+        def retrieve(self, text):
+            started.set()
+            time.sleep(0.2)
+            return "n1"
+
+    service = RetrievalService(Slow())
+    hook = PipelineHook(service)
+    hook('a = RetrieveNode("Ada Park")')
+    assert started.wait(1.0)  # the search runs while decoding would continue
+    assert service.resolve("Ada Park") == "n1"  # the snippet's call meets the same search
+    assert service.resolve("Ada  Park") == "n1"  # cached, whitespace-normalised
+    assert service.stats["searches"] == 1
+    service.close()
