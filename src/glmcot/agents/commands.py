@@ -1,9 +1,67 @@
-"""Top-level commands of glmcot.agents."""
+"""Top-level commands of glmcot.agents: `glmcot exec`."""
 
 from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
 
 import typer
 
 
 def register(app: typer.Typer) -> None:
     """Adds this package's commands to the main app."""
+    app.command("exec")(exec_snippet)
+
+
+def exec_snippet(
+    file: str = typer.Argument(..., help="The snippet file to run, or - to read it from stdin."),
+    graph: Path = typer.Option(..., "--graph", "-g", help="Graph store directory (or a dataset directory holding graph/)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as one JSON object (output, error, touched nodes, calls, timings)."),
+    retriever: str = typer.Option("auto", help="RetrieveNode: auto (the embedding index if built, else lexical), embedding, or lexical."),
+    timeout: float = typer.Option(10.0, help="Wall-clock limit in seconds (the worker is killed past it)."),
+    cpu: float = typer.Option(5.0, help="CPU-time limit in seconds."),
+    memory_mb: int = typer.Option(512, help="Memory limit for the snippet's data, in MiB (RLIMIT_DATA; the mmapped graph does not count)."),
+    max_output: int = typer.Option(8000, help="Most characters the snippet may print."),
+) -> None:
+    """Run one A-Agent style snippet through the sandbox (the five primitives and print only) and
+    print its output, or the structured error. Exit code 1 when the snippet failed."""
+    from glmcot.agents.context import open_retriever, resolve_graph_dir
+    from glmcot.agents.retrieval import RetrievalService
+    from glmcot.agents.sandbox import SandboxError, SandboxExecutor, SandboxLimits
+
+    if file == "-":
+        code = sys.stdin.read()
+    else:
+        path = Path(file)
+        if not path.is_file():
+            raise typer.BadParameter(f"no such file: {file}", param_hint="FILE")
+        code = path.read_text(encoding="utf-8")
+    graph_dir = resolve_graph_dir(graph)
+    if not graph_dir.is_dir():
+        raise typer.BadParameter(f"no graph directory at {graph}", param_hint="--graph")
+    limits = SandboxLimits(wall_s=timeout, cpu_s=cpu, memory_mb=memory_mb, max_output=max_output)
+    from glmcot.graph.store import Graph
+
+    try:
+        service = RetrievalService(open_retriever(retriever, graph_dir, Graph.open(graph_dir)))
+    except Exception as error:
+        raise typer.BadParameter(f"{type(error).__name__}: {error}", param_hint="--retriever") from None
+    try:
+        with SandboxExecutor(graph_dir, workers=1, limits=limits) as executor:
+            result = executor.run(code, resolve=service.resolve)
+    except SandboxError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from None
+    finally:
+        service.close()
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
+    elif result.ok:
+        sys.stdout.write(result.output)
+    else:
+        if result.output:
+            sys.stdout.write(result.output)
+        typer.echo(f"error ({result.error.get('kind')}): {result.error_text()}", err=True)
+    if not result.ok:
+        raise typer.Exit(1)

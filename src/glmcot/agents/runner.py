@@ -70,6 +70,29 @@ def read_done(path: Path) -> dict[str, dict]:
     return done
 
 
+def repair_tail(path: Path) -> None:
+    """Cuts a torn last line (a crash mid-write) so appended lines start on a line of their own."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as handle:
+        handle.seek(-1, os.SEEK_END)
+        if handle.read(1) == b"\n":
+            return
+        size = handle.seek(0, os.SEEK_END)
+        position = size
+        block = 65536
+        while position > 0:
+            start = max(0, position - block)
+            handle.seek(start)
+            chunk = handle.read(position - start)
+            cut = chunk.rfind(b"\n")
+            if cut != -1:
+                handle.truncate(start + cut + 1)
+                return
+            position = start
+        handle.truncate(0)
+
+
 def run_questions(
     questions: Iterable[dict],
     *,
@@ -102,6 +125,7 @@ def run_questions(
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         if resume:
+            repair_tail(path)
             done = {qid: rec for qid, rec in read_done(path).items() if rec.get("method", method) == method}
         elif path.exists():
             path.unlink()

@@ -1,0 +1,56 @@
+import json
+
+from typer.testing import CliRunner
+
+from glmcot.agents import make_backend, run_questions
+from glmcot.agents.runner import read_done, summarise
+from glmcot.cli import app
+
+
+def test_run_questions_writes_traces_and_resumes(tmp_path, context, records):
+    traces = tmp_path / "run" / "glm.jsonl"
+    backend = make_backend("scripted", questions=records, context=context)
+    results = run_questions(records[:2], method="glm", backend=backend, context=context, concurrency=2, traces=traces)
+    assert [r.qid for r in results] == ["t-0", "t-1"]
+    lines = traces.read_text().splitlines()
+    assert len(lines) == 2
+    row = json.loads(lines[0])
+    assert row["format"] == "glmcot.trace/1" and row["backend"] == "scripted policy"
+    assert any(e["type"] == "exec" for e in row["trace"])
+    with open(traces, "a") as handle:
+        handle.write('{"qid": "t-9", "answ')  # a crash mid-write
+    seen = []
+    results = run_questions(records, method="glm", backend=backend, context=context, concurrency=2, traces=traces, on_result=seen.append)
+    assert [r.answer for r in results] == [r["answer"] for r in records]
+    assert len(seen) == 4
+    done = read_done(traces)
+    assert sorted(done) == ["t-0", "t-1", "t-2", "t-3"]
+    summary = summarise(results)
+    assert summary["questions"] == 4 and summary["failures"] == {}
+    assert 2 <= summary["calls_per_question"] <= 6
+
+
+def test_traces_replay_to_the_same_answers(tmp_path, context, records):
+    traces = tmp_path / "graphcot.jsonl"
+    backend = make_backend("scripted", questions=records, context=context)
+    first = run_questions(records, method="graphcot", backend=backend, context=context, traces=traces)
+    replay = make_backend(f"replay:{traces}")
+    again = run_questions(records, method="graphcot", backend=replay, context=context)
+    assert [r.answer for r in again] == [r.answer for r in first]
+    assert [r.prompt_tokens for r in again] == [r.prompt_tokens for r in first]
+    assert all(r.backend.startswith("replay") for r in again)
+
+
+def test_exec_command(tmp_path, graph_dir):
+    snippet = tmp_path / "s.py"
+    snippet.write_text('p = RetrieveNode("Learning to Rank Nodes")\nprint(NodeFeature(p, "year"))\n')
+    runner = CliRunner()
+    result = runner.invoke(app, ["exec", "--graph", str(graph_dir), "--retriever", "lexical", str(snippet)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "2020\n"
+    result = runner.invoke(app, ["exec", "--graph", str(graph_dir), "--json", "-"], input="import os\n")
+    assert result.exit_code == 1
+    payload = json.loads(result.stdout)
+    assert payload["ok"] is False and payload["error"]["kind"] == "rejected"
+    result = runner.invoke(app, ["exec", "--graph", str(tmp_path / "nope"), str(snippet)])
+    assert result.exit_code != 0 and "no graph directory" in result.output
