@@ -137,6 +137,16 @@ class LLMEngine:
         request.stream.finish(stopped_by_string=False)
         return self._output(request)
 
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached block (benchmarks reset between arms). Only when idle."""
+        if self.requests:
+            return False
+        pool = self.kv.pool
+        for block in pool.blocks:
+            block.reset_content()
+        pool.cached.clear()
+        return True
+
     def has_unfinished(self) -> bool:
         return bool(self.requests)
 

@@ -8,7 +8,7 @@ import torch
 from glmcot.engine.cache.kv_cache_manager import KVCacheManager
 from glmcot.engine.core.request import Request
 from glmcot.engine.core.scheduler import ScheduledRequest
-from glmcot.engine.layers.attention import AttentionMetadata, SequenceSlice
+from glmcot.engine.layers.attention import AttentionMetadata, DecodeBatch, SequenceSlice
 from glmcot.engine.models.decoder import DecoderModel
 
 
@@ -37,6 +37,9 @@ class ModelRunner:
         sequences: list[SequenceSlice] = []
         sample_rows: list[int] = []
         sampled: list[Request] = []
+        decode_rows: list[int] = []
+        decode_tables: list[list[int]] = []
+        decode_lens: list[int] = []
         for item in scheduled:
             request, n = item.request, item.num_new_tokens
             start, end = request.num_computed_tokens, request.num_computed_tokens + item.num_new_tokens
@@ -45,16 +48,33 @@ class ModelRunner:
             input_ids.extend(request.all_token_ids[start:end])
             positions.extend(range(start, end))
             slots.extend(table[p // bs] * bs + p % bs for p in range(start, end))
-            block_ids = torch.tensor(table[: -(-end // bs)], dtype=torch.long, device=self.device)
-            sequences.append(SequenceSlice(q_start, n, end, block_ids))
+            if n == 1 and end > 1:
+                decode_rows.append(q_start)
+                decode_tables.append(table[: -(-end // bs)])
+                decode_lens.append(end)
+            else:
+                block_ids = torch.tensor(table[: -(-end // bs)], dtype=torch.long, device=self.device)
+                sequences.append(SequenceSlice(q_start, n, end, block_ids))
             if end == request.num_tokens:
                 sample_rows.append(q_start + n - 1)
                 sampled.append(request)
         dev = self.device
-        meta = AttentionMetadata(torch.tensor(slots, dtype=torch.long, device=dev), sequences, bs)
+        meta = AttentionMetadata(torch.tensor(slots, dtype=torch.long, device=dev), sequences, bs,
+                                 self._decode_batch(decode_rows, decode_tables, decode_lens))
         hidden = self.model(torch.tensor(input_ids, dtype=torch.long, device=dev),
                             torch.tensor(positions, dtype=torch.long, device=dev), self.kv_cache, meta)
         if not sampled:
             return None, []
         rows = torch.tensor(sample_rows, dtype=torch.long, device=dev)
         return self.model.compute_logits(hidden.index_select(0, rows)), sampled
+
+    def _decode_batch(self, rows: list[int], tables: list[list[int]], lengths: list[int]) -> DecodeBatch | None:
+        if not rows:
+            return None
+        width = max(len(t) for t in tables)
+        padded = [t + [0] * (width - len(t)) for t in tables]
+        dev = self.device
+        positions = torch.arange(width * self.block_size, device=dev)
+        mask = positions[None, :] < torch.tensor(lengths, device=dev)[:, None]
+        return DecodeBatch(torch.tensor(rows, dtype=torch.long, device=dev),
+                           torch.tensor(padded, dtype=torch.long, device=dev), mask[:, None, None, :])

@@ -23,10 +23,20 @@ class SequenceSlice:
 
 
 @dataclass
+class DecodeBatch:
+    """Sequences with one new token each, attended in one padded call."""
+
+    rows: torch.Tensor  # [n] their rows in the packed batch
+    block_table: torch.Tensor  # [n, max_blocks], padded with block 0
+    mask: torch.Tensor  # [n, 1, 1, max_blocks * block_size], True where a position is real
+
+
+@dataclass
 class AttentionMetadata:
     slot_mapping: torch.Tensor  # [tokens] flat cache slot of each new token
-    sequences: list[SequenceSlice]
+    sequences: list[SequenceSlice]  # attended one by one (prefills)
     block_size: int
+    decode: DecodeBatch | None = None
 
 
 def store_kv(cache: torch.Tensor, slot_mapping: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -44,6 +54,15 @@ def paged_attention(
     heads, head_dim = q.shape[1], q.shape[2]
     kv_heads = k.shape[1]
     out = torch.empty(q.shape[0], heads, head_dim, dtype=q.dtype, device=q.device)
+    if meta.decode is not None:
+        d = meta.decode
+        n, width = d.block_table.shape
+        flat = d.block_table.view(-1)
+        ks = cache[0].index_select(0, flat).view(n, width * meta.block_size, kv_heads, head_dim).transpose(1, 2)
+        vs = cache[1].index_select(0, flat).view(n, width * meta.block_size, kv_heads, head_dim).transpose(1, 2)
+        qs = q.index_select(0, d.rows).unsqueeze(2)  # [n, heads, 1, dim]
+        o = F.scaled_dot_product_attention(qs, ks, vs, attn_mask=d.mask, enable_gqa=heads != kv_heads)
+        out.index_copy_(0, d.rows, o.squeeze(2))
     for s in meta.sequences:
         rows = slice(s.q_start, s.q_start + s.q_len)
         qs = q[rows].transpose(0, 1)  # [heads, q_len, dim]
