@@ -89,7 +89,8 @@ def test_garbage_label_falls_back_to_the_general_path(context, scripted, records
 
 def test_endless_missing_information_hits_the_step_limit(context, scripted, records):
     fuzz = Fuzz(scripted, "reason", formats.render_missing('the authors of "Fast Graph Sampling"'))
-    result = GLMAgent(fuzz, context, AgentConfig(domain="dblp", max_rounds=2)).answer(records[2]["question"], records[2]["qid"])
+    config = AgentConfig(domain="dblp", max_rounds=2, plan_in_classify=False)
+    result = GLMAgent(fuzz, context, config).answer(records[2]["question"], records[2]["qid"])
     assert result.failure == "step_limit"
     assert result.calls_by_agent["reason"] == 3 and result.calls_by_agent["act"] == 2
 

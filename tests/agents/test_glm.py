@@ -6,10 +6,12 @@ from glmcot.agents import AgentConfig, GLMAgent, GraphCoTAgent
 from glmcot.llm import formats
 
 
+@pytest.mark.parametrize("plan_in_classify", [True, False])
 @pytest.mark.parametrize("qid", ["t-0", "t-1", "t-2", "t-3"])
-def test_glm_reaches_the_gold_answer(context, scripted, records, qid):
+def test_glm_reaches_the_gold_answer(context, scripted, records, qid, plan_in_classify):
     record = next(r for r in records if r["qid"] == qid)
-    result = GLMAgent(scripted, context, AgentConfig(domain="dblp")).answer(record["question"], qid=qid)
+    config = AgentConfig(domain="dblp", plan_in_classify=plan_in_classify)
+    result = GLMAgent(scripted, context, config).answer(record["question"], qid=qid)
     assert result.failure is None, result.failure_detail
     assert result.answer == record["answer"]
     assert result.backend == "scripted policy"
@@ -19,7 +21,10 @@ def test_glm_reaches_the_gold_answer(context, scripted, records, qid):
         assert result.calls_by_agent == {"classify": 1, "act": 1}
         assert result.llm_calls == 2
     else:
-        assert result.calls_by_agent == {"classify": 1, "reason": steps + 1, "act": steps}
+        # The paper's flow asks R before every A and once more to answer; classify-and-plan
+        # takes the first missing information from the C-Agent.
+        reasons = steps + 1 if not plan_in_classify else steps
+        assert result.calls_by_agent == {"classify": 1, "reason": reasons, "act": steps}
 
 
 @pytest.mark.parametrize("qid", ["t-0", "t-1", "t-2", "t-3"])
@@ -105,3 +110,20 @@ def test_pipeline_hook_starts_search_from_the_stream():
     assert service.resolve("Ada  Park") == "n1"  # cached, whitespace-normalised
     assert service.stats["searches"] == 1
     service.close()
+
+
+def test_classify_and_plan_prompt_differs_only_in_the_reply(context):
+    prompts = context.prompts("dblp")
+    assert "<missing>" in prompts.classify_plan and "<missing>" not in prompts.classify
+    assert prompts.definition in prompts.classify and prompts.definition in prompts.act
+    # Graph-CoT: three worked traces, each after the graph definition, as in the original.
+    assert prompts.graphcot.count("Definition of the graph:") == 4
+
+
+def test_classify_and_plan_without_missing_falls_back_to_reasoning(context, scripted, records):
+    from .test_faults import Fuzz
+
+    fuzz = Fuzz(scripted, "classify", "<label>non-deterministic</label>")
+    result = GLMAgent(fuzz, context, AgentConfig(domain="dblp")).answer(records[2]["question"], "t-2")
+    assert result.answer == records[2]["answer"]
+    assert result.calls_by_agent["reason"] == 3

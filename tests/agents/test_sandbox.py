@@ -16,10 +16,11 @@ ESCAPES = {
     "format_map": "print('{x}'.format_map({'x': 1}))",
     "getattr": "print(getattr(print, '__self__'))",
     "generator_frame": "g = (x for x in [1])\nprint(g.gi_frame)",
-    "lambda": "f = lambda: 1\nprint(f())",
+    "lambda_called_by_name": "f = lambda: 1\nprint(f())",
+    "lambda_called_inline": "print((lambda: 1)())",
+    "lambda_underscore_arg": "print(sorted([1], key=lambda _x: _x))",
     "def": "def f():\n    return 1",
     "class": "class A:\n    pass",
-    "while": "while True:\n    pass",
     "try": "try:\n    x = 1\nexcept Exception:\n    pass",
     "with": "with open('/etc/passwd') as f:\n    print(f.read())",
     "open": "print(open('/etc/passwd').read())",
@@ -86,15 +87,32 @@ def test_normal_snippet_loops_sets_dicts_comprehensions(sandbox):
     assert result.calls >= 4
 
 
-def test_while_true_is_rejected_and_for_loop_forever_is_killed_in_time(sandbox):
+@pytest.mark.parametrize("code", ["while True:\n    pass", "n = 0\nfor i in range(10**12):\n    n += 1\nprint(n)"])
+def test_endless_loops_are_stopped_within_limits(sandbox, code):
     started = time.perf_counter()
-    result = sandbox.run("n = 0\nfor i in range(10**12):\n    n += 1\nprint(n)")
+    result = sandbox.run(code)
     elapsed = time.perf_counter() - started
     assert not result.ok
     assert result.error["kind"] in ("cpu", "timeout", "killed")
     assert elapsed < 3.0 + 5.0  # the wall limit plus process slack
     # The pool still works afterwards.
     assert sandbox.run("print(1)").output == "1\n"
+
+
+def test_lambda_sort_keys_and_while_loops_run(sandbox):
+    code = (
+        "d = {'a': 3, 'b': 1, 'c': 2}\n"
+        "print(sorted(d.items(), key=lambda kv: -kv[1])[:2], max(d, key=d.get))\n"
+        "frontier, seen, hops = ['p2'], {'p2'}, 0\n"
+        "while frontier and hops < 3:\n"
+        "    hops += 1\n"
+        "    frontier = [n for f in frontier for n in NeighbourCheck(f, 'reference') if n not in seen]\n"
+        "    seen.update(frontier)\n"
+        "print(sorted(seen))"
+    )
+    result = sandbox.run(code)
+    assert result.ok, result.error
+    assert result.output == "[('a', 3), ('c', 2)] a\n['p1', 'p2']\n"
 
 
 def test_huge_allocation_is_stopped(sandbox):

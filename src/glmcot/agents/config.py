@@ -9,11 +9,15 @@ from dataclasses import asdict, dataclass
 class AgentConfig:
     domain: str | None = None  # prompt examples and graph definition; None: read from the dataset
     # GLM
+    # Classify-and-plan: a non-deterministic label comes with the first missing information, so
+    # the first R-Agent call is skipped (one call fewer per non-deterministic question). False
+    # gives the paper's flow, C -> R -> A.
+    plan_in_classify: bool = True
     max_rounds: int = 4  # R/A rounds before "step_limit"
     max_code_retries: int = 2  # extra A-Agent attempts per missing fact after a failed snippet
     max_format_retries: int = 1  # extra R-Agent attempts after an unreadable reply
     pipelining: bool = True  # start RetrieveNode searches from the A-Agent's stream
-    classify_max_tokens: int = 16
+    classify_max_tokens: int = 128
     reason_max_tokens: int = 256
     act_max_tokens: int = 512
     temperature: float = 0.0

@@ -42,18 +42,18 @@ class GLMAgent:
         self.context = context
         self.config = config or AgentConfig()
         self.prompts = context.prompts(self.config.domain)
-        self._names = {getattr(self.prompts, a): self.prompts.name(a) for a in ("classify", "reason", "act")}
+        self._names = {getattr(self.prompts, a): self.prompts.name(a) for a in ("classify", "classify_plan", "reason", "act")}
 
     def answer(self, question: str, qid: str | None = None) -> QuestionResult:
         run = QuestionRun(self.backend, question, qid, self.method, self._names)
         try:
-            deterministic = self._classify(run)
+            deterministic, first_missing = self._classify(run)
             run.result.deterministic = deterministic
             if deterministic:
                 result = self._act(run, question, step=0)
                 run.result.rounds = 1
                 return run.finish(result.output.strip())
-            return run.finish(self._loop(run))
+            return run.finish(self._loop(run, first_missing))
         except QuestionFailed as failure:
             return run.finish("", failure)
         except LLMError as error:
@@ -61,10 +61,13 @@ class GLMAgent:
 
     # -- agents ---------------------------------------------------------------------------------
 
-    def _classify(self, run: QuestionRun) -> bool:
-        segments = [Segment(self.prompts.classify, SHARED_PROMPT), Segment(f"Question: {run.question}\n", TRANSIENT)]
+    def _classify(self, run: QuestionRun) -> tuple[bool, str | None]:
+        plan = self.config.plan_in_classify
+        prompt = self.prompts.classify_plan if plan else self.prompts.classify
+        segments = [Segment(prompt, SHARED_PROMPT), Segment(f"Question: {run.question}\n", TRANSIENT)]
         response = run.call(
-            "classify", segments, max_tokens=self.config.classify_max_tokens, stop=formats.CLASSIFY_STOP,
+            "classify", segments, max_tokens=self.config.classify_max_tokens,
+            stop=formats.CLASSIFY_PLAN_STOP if plan else formats.CLASSIFY_STOP,
             step=0, temperature=self.config.temperature,
         )
         try:
@@ -74,13 +77,17 @@ class GLMAgent:
             # The non-deterministic path can answer anything, so an unreadable label costs calls,
             # not the question.
             deterministic, parsed = False, False
-        run.trace.append({"type": "classify", "deterministic": deterministic, "parsed": parsed})
-        return deterministic
+        first_missing = formats.parse_first_missing(response.text) if plan and not deterministic else None
+        run.trace.append({"type": "classify", "deterministic": deterministic, "parsed": parsed, "missing": first_missing})
+        return deterministic, first_missing
 
-    def _loop(self, run: QuestionRun) -> str:
+    def _loop(self, run: QuestionRun, first_missing: str | None = None) -> str:
         notebook = Notebook(self.context.chunk_key)
         for round_ in range(self.config.max_rounds + 1):
-            decision = self._reason(run, notebook, round_)
+            if round_ == 0 and first_missing:
+                decision = formats.Reasoning(missing=first_missing)
+            else:
+                decision = self._reason(run, notebook, round_)
             if decision.answer is not None:
                 return decision.answer
             if round_ == self.config.max_rounds:

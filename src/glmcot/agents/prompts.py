@@ -5,6 +5,7 @@ shared, never-evicted prefix of every call."""
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -76,6 +77,7 @@ class PromptSet:
     domain: str | None
     definition: str
     classify: str
+    classify_plan: str
     reason: str
     act: str
     graphcot: str
@@ -103,14 +105,23 @@ def load_prompts(domain: str | None = None, graph=None, *, graphcot_examples: bo
     for agent in AGENTS:
         data = _load(agent)
         examples = _examples(data, canonical)
-        if agent == "graphcot" and not graphcot_examples:
-            examples = "(none)"
-        rendered[agent] = data["template"].format(graph=definition, examples=examples).rstrip("\n") + "\n"
+        fields = {"graph": definition, "examples": examples}
+        if agent == "graphcot":
+            # The original repeats the graph definition before every worked trace.
+            traces = [t.strip("\n") for t in re.split(r"\n\s*\n", examples) if t.strip()]
+            examples = "\n".join(f"Definition of the graph: {definition}\n{t}" for t in traces)
+            fields["examples"] = examples if graphcot_examples else "(none)"
+        if agent == "classify":
+            plain = re.sub(r"<missing>.*?</missing>", "", examples)
+            rendered["classify_plan"] = data["template"].format(reply=data["reply_plan"], **fields).rstrip("\n") + "\n"
+            fields.update(examples=plain, reply=data["reply_label"])
+        rendered[agent] = data["template"].format(**fields).rstrip("\n") + "\n"
     act = _load("act")
     return PromptSet(
         domain=canonical,
         definition=definition,
         classify=rendered["classify"],
+        classify_plan=rendered["classify_plan"],
         reason=rendered["reason"],
         act=rendered["act"],
         graphcot=rendered["graphcot"],

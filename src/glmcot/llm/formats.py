@@ -21,6 +21,7 @@ from dataclasses import dataclass
 FORMAT_VERSION = "glmcot.agent-formats/1"
 
 CLASSIFY_STOP = ["</label>"]
+CLASSIFY_PLAN_STOP = ["</missing>"]  # classify-and-plan: the label may be followed by <missing>
 REASON_STOP = ["</answer>", "</missing>"]
 ACT_STOP = ["</code>"]
 GRAPHCOT_STOP = ["\n"]
@@ -64,6 +65,14 @@ def parse_label(text: str) -> bool:
         "expected <label>deterministic</label> or <label>non-deterministic</label>, got "
         + _preview(text)
     )
+
+
+def parse_first_missing(text: str) -> str | None:
+    """The <missing> part of a classify-and-plan reply, if any."""
+    match = re.search(r"<missing>\s*(.*?)\s*(?:</missing>|$)", strip_thinking(text), re.DOTALL | re.IGNORECASE)
+    if not match:
+        return None
+    return match.group(1).strip() or None
 
 
 # ---- reason -----------------------------------------------------------------------------------

@@ -139,7 +139,13 @@ class ScriptedBackend(LLMBackend):
         plan = record.get("plan") or {}
         glm = plan.get("glm") or []
         if agent == "classify":
-            return formats.render_label(bool(record.get("deterministic")) and len(glm) == 1)
+            deterministic = bool(record.get("deterministic")) and len(glm) == 1
+            label = formats.render_label(deterministic)
+            # With the paper's flow the stop string (</label>) cuts the plan off; with
+            # classify-and-plan the first missing information is read from it.
+            if not deterministic and glm:
+                label += formats.render_missing(glm[0]["missing"])
+            return label
         if agent == "reason":
             if step < len(glm):
                 return formats.render_missing(glm[step]["missing"])

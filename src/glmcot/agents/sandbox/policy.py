@@ -1,15 +1,18 @@
 """Layer 1 of the sandbox: the grammar allowlist for A-Agent snippets.
 
-A snippet may use assignments, `for`, `if`, comparisons, arithmetic, literals, comprehensions,
-f-strings, calls to the five primitives and a few builtins, and a short list of str/list/dict/set
-methods. Everything else is rejected before any code runs: imports, `def`/`lambda`/`class`,
-`while`, `try`/`with`/`match`, global/nonlocal, any name or attribute starting with `_`, any
-attribute outside the allowlist (so no `format`, `format_map`, `gi_frame`, `mro`...). Generator
-expressions are rewritten as list comprehensions, so `sum(x for x in xs)` works and no generator
-object (with its frame) ever exists.
+A snippet may use assignments, `for`, `while`, `if`, comparisons, arithmetic, literals,
+comprehensions, f-strings, `lambda` (sort keys), calls to the five primitives and a few builtins,
+and a short list of str/list/dict/set methods. Everything else is rejected before any code runs:
+imports, `def`/`class`, `try`/`with`/`match`, global/nonlocal, `del`, `yield`, any name or
+attribute starting with `_`, any attribute outside the allowlist (so no `format`, `format_map`,
+`gi_frame`, `mro`...). Generator expressions are rewritten as list comprehensions, so
+`sum(x for x in xs)` works and no generator object (with its frame) ever exists.
 
-This layer blocks escapes by construction; it does not bound time or memory (`for i in
-range(10**12)` is valid): the worker process does that (layer 4).
+`while` and `lambda` are allowed (unlike the strictest published allowlists) because models and
+the gold plans write BFS loops and `key=lambda ...` all the time, and neither reaches anything new:
+a lambda body passes the same checks, and what they add is only the ability to run long, which
+layer 4 bounds. This layer blocks escapes by construction; it does not bound time or memory
+(`while True: pass` is valid): the worker process does that (CPU, wall time, memory).
 """
 
 from __future__ import annotations
@@ -44,17 +47,16 @@ _ALLOWED_NODES = (
     ast.Pass, ast.Compare, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.IfExp, ast.List, ast.Tuple,
     ast.Dict, ast.Set, ast.Subscript, ast.Slice, ast.ListComp, ast.SetComp, ast.DictComp,
     ast.comprehension, ast.JoinedStr, ast.FormattedValue, ast.Call, ast.keyword, ast.Attribute,
-    ast.Name, ast.Constant, ast.Starred, ast.Load, ast.Store,
+    ast.Name, ast.Constant, ast.Starred, ast.Load, ast.Store, ast.While, ast.Lambda, ast.arguments,
+    ast.arg,
     ast.operator, ast.boolop, ast.cmpop, ast.unaryop, ast.expr_context,
 )
 
 _EXPLAIN = {
     ast.Import: "imports are not available: the primitives and builtins are already in scope",
     ast.ImportFrom: "imports are not available: the primitives and builtins are already in scope",
-    ast.While: "`while` is not allowed: loop over a list or range() with `for`",
     ast.FunctionDef: "defining functions is not allowed: write the steps inline",
     ast.AsyncFunctionDef: "defining functions is not allowed: write the steps inline",
-    ast.Lambda: "`lambda` is not allowed: use key=len or key=counts.get, or a loop",
     ast.ClassDef: "classes are not allowed",
     ast.Try: "`try` is not allowed: errors are reported back to you",
     ast.With: "`with` is not allowed",
@@ -111,6 +113,10 @@ def check_snippet(source: str, *, max_chars: int = 8000) -> CheckedSnippet:
             raise SnippetRejected(reason, line)
         if isinstance(node, ast.Name) and node.id.startswith("_"):
             raise SnippetRejected(f"names starting with '_' are not allowed ({node.id})", line)
+        if isinstance(node, ast.arg) and node.arg.startswith("_"):
+            raise SnippetRejected(f"names starting with '_' are not allowed ({node.arg})", line)
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            raise SnippetRejected("annotations are not allowed", line)
         if isinstance(node, ast.Attribute):
             if node.attr not in METHODS:
                 raise SnippetRejected(f"attribute `.{node.attr}` is not allowed; allowed: {', '.join(sorted(METHODS))}", line)

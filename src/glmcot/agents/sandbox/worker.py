@@ -108,10 +108,6 @@ def main(conn, graph_dir: str, options: dict) -> None:  # pragma: no cover - run
             resource.setrlimit(resource.RLIMIT_DATA, (limit, resource.getrlimit(resource.RLIMIT_DATA)[1]))
         except (ValueError, OSError):
             pass
-    try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-    except (ValueError, OSError):
-        pass
     conn.send(("ready", {"pid": __import__("os").getpid()}))
     while True:
         try:
