@@ -39,7 +39,7 @@ def test_prefix_hits_refcounts_and_tail_first_release():
     assert kv.get_computed_blocks(r1) == ([], 0)
     assert kv.allocate_slots(r1, 10)
     r1.num_computed_tokens = 10
-    kv.cache_blocks(r1)
+    kv.cache_blocks(r1, r1.num_computed_tokens)
     assert kv.pool.stats()["blocks_cached"] == 2
     r2 = request("b", list(range(8)) + [99, 98, 97])
     hits, n = kv.get_computed_blocks(r2)
@@ -59,7 +59,7 @@ def test_last_token_is_never_a_hit():
     r1 = request("a", list(range(8)))
     kv.allocate_slots(r1, 8)
     r1.num_computed_tokens = 8
-    kv.cache_blocks(r1)
+    kv.cache_blocks(r1, r1.num_computed_tokens)
     _, n = kv.get_computed_blocks(request("b", list(range(8))))
     assert n == 4  # block 2 holds the last token, which must be recomputed for logits
 
@@ -69,7 +69,7 @@ def test_hash_collision_is_a_miss():
     r1 = request("a", [1, 2, 3, 4, 5])
     kv.allocate_slots(r1, 5)
     r1.num_computed_tokens = 5
-    kv.cache_blocks(r1)
+    kv.cache_blocks(r1, r1.num_computed_tokens)
     _, n = kv.get_computed_blocks(request("b", [9, 9, 9, 9, 5]))
     assert n == 0
     _, n = kv.get_computed_blocks(request("c", [1, 2, 3, 4, 7]))
@@ -81,13 +81,15 @@ def test_allocation_failure_changes_nothing_and_eviction_is_counted():
     r1 = request("a", list(range(8)))
     kv.allocate_slots(r1, 8)
     r1.num_computed_tokens = 8
-    kv.cache_blocks(r1)
+    kv.cache_blocks(r1, r1.num_computed_tokens)
     kv.free(r1)
     r2 = request("b", list(range(100, 116)))
     assert not kv.allocate_slots(r2, 16)
     assert kv.pool.num_free_blocks == 3 and "b" not in kv.req_blocks
     assert kv.allocate_slots(r2, 12)
-    assert kv.pool.stats()["evictions"] == 2 and kv.pool.stats()["blocks_cached"] == 0
+    assert kv.pool.stats()["evictions"] == 2  # r1's two cached blocks made room
+    assert kv.get_computed_blocks(request("c", list(range(9))))[1] == 0
+    assert kv.pool.stats()["blocks_cached"] == 3  # r2's blocks, indexed as they are allocated
 
 
 def test_blocks_carry_segment_levels():
@@ -95,6 +97,6 @@ def test_blocks_carry_segment_levels():
     r = request("a", list(range(12)), [SegmentSpan(0, 6, 1, "sys"), SegmentSpan(6, 12, 2, None)])
     kv.allocate_slots(r, 12)
     r.num_computed_tokens = 12
-    kv.cache_blocks(r)
+    kv.cache_blocks(r, r.num_computed_tokens)
     assert [b.level for b in kv.req_blocks["a"]] == [1, 1, 2]
     assert all(b.last_access > 0 for b in kv.req_blocks["a"])

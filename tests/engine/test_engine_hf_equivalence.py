@@ -39,6 +39,9 @@ def test_warm_prefix_cache_matches(name, references, tokenizer):
     ref = references(name)
     shared = tokenizer.encode(PROMPTS[2] + " " + PROMPTS[0])
     prompts = [shared + tokenizer.encode(" " + p) for p in PROMPTS]
+    together = check(make_llm(ref, block_size=4), ref, prompts)  # one step admits them all
+    assert together[0].cached_tokens == 0
+    assert all(o.cached_tokens >= (len(shared) // 4) * 4 - 4 for o in together[1:])  # in-step sharing
     llm = make_llm(ref, block_size=4)
     cold = check(llm, ref, prompts[:1])
     assert cold[0].cached_tokens == 0

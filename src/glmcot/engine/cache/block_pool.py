@@ -4,10 +4,11 @@ blocks (ordered by an eviction policy). It knows nothing about requests."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from glmcot.engine.cache.chunk_index import ChunkIndex
 from glmcot.engine.cache.eviction import EvictionPolicy
 
 
@@ -18,7 +19,7 @@ class KVBlock:
     block_hash: int | None = None  # set once the block is full and cached
     token_ids: tuple[int, ...] | None = None  # its content, compared on every hit
     level: int = 4  # priority level of the segment it holds (1 keep longest .. 4 transient)
-    key: str | None = None  # content key (position-independent reuse, later)
+    key: str | None = None  # chunk key when the block belongs to a cached vertex chunk
     last_access: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
     prev_free: "KVBlock | None" = field(default=None, repr=False)
@@ -36,7 +37,10 @@ class BlockPool:
         self.blocks = [KVBlock(i) for i in range(num_blocks)]
         self.policy = policy
         self.cached: dict[int, KVBlock] = {}
+        self.chunks = ChunkIndex()  # vertex chunks, cached by content key in these same blocks
+        self.listeners: list[Callable[[KVBlock], None]] = []  # told before a block's content is dropped
         self.num_evictions = 0
+        self.evictions_by_level = [0] * 5  # index = level of the evicted block (1..4)
         for block in self.blocks:
             policy.add(block)
 
@@ -55,11 +59,14 @@ class BlockPool:
         out = []
         for _ in range(n):
             block = self.policy.pop()
-            if block.block_hash is not None:
-                if self.cached.get(block.block_hash) is block:
+            if block.block_hash is not None or block.key is not None:
+                if block.block_hash is not None and self.cached.get(block.block_hash) is block:
                     del self.cached[block.block_hash]
                 self.num_evictions += 1
-                block.reset_content()
+                self.evictions_by_level[block.level] += 1
+                for sibling in self.chunks.evicted(block):  # the rest of its chunk is useless now
+                    self.drop_content(sibling)
+                self.drop_content(block)
             block.ref_count = 1
             block.last_access = now
             out.append(block)
@@ -89,6 +96,17 @@ class BlockPool:
             if block.ref_count == 0:
                 self.policy.add(block)
 
+    def drop_content(self, block: KVBlock) -> None:
+        for listener in self.listeners:
+            listener(block)
+        block.reset_content()
+        self.refile(block)
+
+    def refile(self, block: KVBlock) -> None:
+        """A free block's level or content changed: let the policy re-order it."""
+        if block.ref_count == 0:
+            self.policy.update(block)
+
     def cache_block(self, block: KVBlock, block_hash: int, token_ids: tuple[int, ...]) -> None:
         block.block_hash, block.token_ids = block_hash, token_ids
         # Keep the first block registered under a hash; a duplicate (or a colliding block with
@@ -98,4 +116,6 @@ class BlockPool:
     def stats(self) -> dict[str, int]:
         free = self.num_free_blocks
         return {"blocks_total": self.num_blocks, "blocks_used": self.num_blocks - free, "blocks_free": free,
-                "blocks_cached": len(self.cached), "evictions": self.num_evictions}
+                "blocks_cached": len(self.cached), "evictions": self.num_evictions,
+                "chunks_cached": len(self.chunks), "chunk_blocks_cached": self.chunks.num_blocks(),
+                **{f"evictions_p{level}": self.evictions_by_level[level] for level in range(1, 5)}}

@@ -31,6 +31,9 @@ class EvictionPolicy(ABC):
     @abstractmethod
     def __len__(self) -> int: ...
 
+    def update(self, block: "KVBlock") -> None:
+        """A free block's level or content changed (policies that order by level re-file it)."""
+
 
 class LRUEviction(EvictionPolicy):
     """vLLM's order: least recently freed first; a request's tail blocks are freed (and so
@@ -79,10 +82,21 @@ class LRUEviction(EvictionPolicy):
             block = block.next_free
 
 
-POLICIES: dict[str, Callable[[], EvictionPolicy]] = {"lru": LRUEviction}
+def _priority(num_blocks: int, p1_cap_fraction: float) -> EvictionPolicy:
+    from glmcot.engine.cache.priority import PriorityEviction
+
+    return PriorityEviction(int(p1_cap_fraction * num_blocks))
 
 
-def make_eviction_policy(name: str) -> EvictionPolicy:
+POLICIES: dict[str, Callable[..., EvictionPolicy]] = {
+    "lru": lambda num_blocks, p1_cap_fraction: LRUEviction(),
+    "glm": _priority,  # four-level priority (P4 first, P1 last), LRU inside a level
+    "priority": _priority,
+}
+
+
+def make_eviction_policy(name: str, num_blocks: int = 0, p1_cap_fraction: float = 0.25) -> EvictionPolicy:
+    """`p1_cap_fraction`: for `glm`, the share of the pool that P1 blocks may hold protected."""
     if name not in POLICIES:
         raise ValueError(f"unknown eviction policy {name!r}; known: {', '.join(POLICIES)}")
-    return POLICIES[name]()
+    return POLICIES[name](num_blocks, p1_cap_fraction)

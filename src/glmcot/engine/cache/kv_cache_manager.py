@@ -76,16 +76,20 @@ class KVCacheManager:
             self.num_cached_blocks[request.request_id] = len(blocks)
         if need > 0:
             blocks.extend(self.pool.get_new_blocks(need))
+        # Index the blocks this step fills now (vLLM does the same): a request admitted later in
+        # the same step can then share them, because every sequence's new K/V is written before
+        # any sequence attends.
+        self.cache_blocks(request, total)
         return True
 
-    def cache_blocks(self, request: "Request") -> None:
-        """Index the request's blocks that are full of computed tokens."""
+    def cache_blocks(self, request: "Request", num_tokens: int) -> None:
+        """Index the request's blocks that are full within its first `num_tokens` tokens."""
         if not self.enable_caching:
             return
         rid, bs = request.request_id, self.block_size
         blocks = self.req_blocks.get(rid, [])
         done = self.num_cached_blocks.get(rid, 0)
-        full = min(request.num_computed_tokens // bs, len(blocks))
+        full = min(num_tokens // bs, len(blocks))
         if full <= done:
             return
         hashes, tokens = self.block_hashes(request), request.all_token_ids

@@ -163,7 +163,6 @@ class LLMEngine:
             if request.num_computed_tokens < request.num_prompt_tokens:
                 self.num_prompt_tokens_computed += min(item.num_new_tokens, request.num_prompt_tokens - request.num_computed_tokens)
             request.num_computed_tokens += item.num_new_tokens
-            self.kv.cache_blocks(request)
         finished = []
         if sampled:
             tokens = sample(logits.cpu(), sampled)

@@ -51,6 +51,9 @@ class Request:
         self.metrics = RequestMetrics(arrival_time=time.monotonic())
         self.generator = None  # a torch.Generator for seeded sampling, set by the engine
         self.stream = None  # TextStream, set by the engine
+        self.chunk_uses: list = []  # ChunkUse records while vertex chunks are being reused
+        self.is_chunk_job = False  # an internal request computing one vertex chunk in isolation
+        self.levels_tagged = 0  # blocks whose priority level has been claimed
 
     @property
     def num_tokens(self) -> int:

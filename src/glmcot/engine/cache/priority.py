@@ -1,0 +1,127 @@
+"""GLM's four-level priority eviction (policy `glm`).
+
+Free blocks are evicted in this order: blocks that hold nothing cached, then P4 (transient), P3
+(notebooks of finished sessions), P2 (notebooks of running sessions) and last P1 (shared agent
+prompts); least recently used first inside a level, and a request's tail before its head (the
+pool frees a request's blocks tail first, so equal access times are broken by free order).
+
+Only free blocks (no running request holds them) are ever candidates, and every free block is a
+candidate: protection is an order, not a lock, so the pool cannot wedge. P1 protection is
+capped: beyond `p1_cap_blocks` free P1 blocks, the least recently used ones are ordered as P2.
+
+The level of a block is kept on the block (`KVBlock.level`); `update(block)` re-files a free
+block whose level changed (a session ended, a hit with a more important segment). Heaps with lazy
+deletion: add/pop O(log n), remove O(1).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from typing import TYPE_CHECKING
+
+from glmcot.engine.cache.eviction import EvictionPolicy
+
+if TYPE_CHECKING:
+    from glmcot.engine.cache.block_pool import KVBlock
+
+EMPTY = 0  # pseudo level: a free block with no cached content
+ORDER = (EMPTY, 4, 3, 2, 1)  # eviction order of the heaps
+
+
+class _Entry:
+    __slots__ = ("key", "block", "live", "heap")
+
+    def __init__(self, key: tuple[float, int], block: "KVBlock", heap: int) -> None:
+        self.key, self.block, self.live, self.heap = key, block, True, heap
+
+    def __lt__(self, other: "_Entry") -> bool:
+        return self.key < other.key
+
+
+def holds_content(block: "KVBlock") -> bool:
+    return block.block_hash is not None or block.key is not None
+
+
+class PriorityEviction(EvictionPolicy):
+    def __init__(self, p1_cap_blocks: int | None = None) -> None:
+        if p1_cap_blocks is not None and p1_cap_blocks < 0:
+            raise ValueError("p1_cap_blocks must be >= 0")
+        self.p1_cap = p1_cap_blocks
+        self._heaps: dict[int, list[_Entry]] = {level: [] for level in ORDER}
+        self._live: dict[int, int] = {level: 0 for level in ORDER}
+        self._entries: dict[int, _Entry] = {}  # block_id -> its live entry
+        self._seq = itertools.count()
+        self.num_p1_overflow = 0  # P1 blocks ordered as P2 because the cap was reached
+
+    def add(self, block: "KVBlock") -> None:
+        if block.block_id in self._entries:
+            raise ValueError(f"block {block.block_id} is already free")
+        level = block.level if holds_content(block) else EMPTY
+        if level == 1 and self.p1_cap is not None and self._live[1] >= self.p1_cap:
+            if self.p1_cap == 0:
+                level = 2
+            else:  # the least recently used protected P1 block makes room
+                oldest = self._pop_live(1)
+                self._push(oldest.block, 2, oldest.key)
+                self.num_p1_overflow += 1
+        self._push(block, level, (block.last_access, next(self._seq)))
+
+    def remove(self, block: "KVBlock") -> None:
+        entry = self._entries.pop(block.block_id)
+        entry.live = False
+        self._live[entry.heap] -= 1
+
+    def pop(self) -> "KVBlock":
+        for level in ORDER:
+            if self._live[level]:
+                entry = self._pop_live(level)
+                del self._entries[entry.block.block_id]
+                return entry.block
+        raise IndexError("no free KV blocks")
+
+    def update(self, block: "KVBlock") -> None:
+        """Re-file a free block after its level or content changed (keeps its recency)."""
+        entry = self._entries.get(block.block_id)
+        if entry is None:
+            return
+        self.remove(block)
+        level = block.level if holds_content(block) else EMPTY
+        self._push(block, level, entry.key)
+
+    def level_of_free(self, block: "KVBlock") -> int | None:
+        """The heap a free block sits in (0 = empty, 1..4), None if it is in use."""
+        entry = self._entries.get(block.block_id)
+        return None if entry is None else entry.heap
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, block: "KVBlock") -> bool:
+        return block.block_id in self._entries
+
+    def __iter__(self):
+        """Free blocks in eviction order (a snapshot)."""
+        for level in ORDER:
+            for entry in sorted(e for e in self._heaps[level] if e.live):
+                yield entry.block
+
+    # ---- heaps ------------------------------------------------------------------------------
+    def _push(self, block: "KVBlock", level: int, key: tuple[float, int]) -> None:
+        entry = _Entry(key, block, level)
+        self._entries[block.block_id] = entry
+        self._live[level] += 1
+        heap = self._heaps[level]
+        heapq.heappush(heap, entry)
+        if len(heap) > 64 and len(heap) > 4 * self._live[level]:  # drop dead entries now and then
+            self._heaps[level] = heap = [e for e in heap if e.live]
+            heapq.heapify(heap)
+
+    def _pop_live(self, level: int) -> _Entry:
+        heap = self._heaps[level]
+        while True:
+            entry = heapq.heappop(heap)
+            if entry.live:
+                entry.live = False
+                self._live[level] -= 1
+                return entry
