@@ -1,103 +1,142 @@
-"""Where the server meets glmcot.graph, glmcot.llm and glmcot.agents: opening the graphs,
-building the one LLM backend and making an agent per question. Every dependency on those
-packages' constructors lives here."""
+"""Where the server meets glmcot.agents and glmcot.llm: one `AgentContext` per graph (graph,
+RetrieveNode service, sandbox pool), the LLM backend(s), and an agent per question whose backend
+is wrapped to report each LLM call as it completes and to stop when the request is cancelled.
+Every dependency on those packages' constructors lives here."""
 
 from __future__ import annotations
 
 import inspect
 import os
 import threading
-from pathlib import Path
+from dataclasses import fields
 from typing import Any, Callable
 
+from glmcot.llm import LLMBackend, LLMError, LLMRequest, LLMResponse
 from glmcot.serve.runtime import GraphHandle, Runtime
 
 
-def graph_dir(path: Path) -> Path:
-    """A graph store folder, or a dataset folder holding one under graph/."""
-    path = Path(path)
-    return path / "graph" if (path / "graph").is_dir() else path
+class ObservedBackend(LLMBackend):
+    """One question's view of the shared backend: reports every finished call to `on_event`
+    (the live SSE stream) and refuses new calls once the request is cancelled, so an abandoned
+    question stops at its next LLM call instead of running to the end."""
+
+    def __init__(self, inner: LLMBackend, on_event: Callable[[dict], None] | None,
+                 cancel: threading.Event) -> None:
+        self.inner = inner
+        self.on_event = on_event
+        self.cancel = cancel
+        self.label = inner.label
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        if self.cancel.is_set():
+            raise LLMError("cancelled: the client went away, the request timed out or the "
+                           "server is shutting down")
+        response = self.inner.complete(request)
+        if self.on_event is not None:
+            self.on_event({"type": "llm", "agent": request.metadata.get("agent"),
+                           "metadata": dict(request.metadata), "response": response.to_dict()})
+        return response
+
+    def end_session(self, session_id: str) -> None:
+        self.inner.end_session(session_id)
+
+    def close(self) -> None:   # the shared backend is closed by the runtime, not per question
+        pass
 
 
-def open_graph(name: str, path: Path) -> GraphHandle:
-    from glmcot.graph.retrieval import NodeRetriever
-    from glmcot.graph.store import Graph
-
-    graph = Graph.open(graph_dir(path))
-    opener = getattr(NodeRetriever, "open", None)
-    retriever = opener(graph) if opener is not None else NodeRetriever(graph)
-    return GraphHandle(name=name, path=Path(path), graph=graph, retriever=retriever)
-
-
-def make_backend(runtime: Runtime, code_runner: Callable[[str], str] | None) -> Any:
-    """The server's one LLM backend: native engine (shared with the OpenAI endpoints), an
-    upstream OpenAI-compatible server, and/or the scripted policy."""
-    from glmcot.llm import make_backend as from_spec
-
+def _base_backend(runtime: Runtime) -> LLMBackend | None:
     config = runtime.config
-    inner = None
     if runtime.engine is not None:
         from glmcot.llm.native import NativeBackend
 
-        inner = NativeBackend(runtime.engine)
-    elif config.llm_url:
-        inner = from_spec(f"openai:{config.llm_url}", model=config.llm_model,
-                          api_key=config.llm_api_key)
-    if config.scripted is None:
-        return inner
-    if inner is not None and runtime.engine is None:
+        return NativeBackend(runtime.engine)
+    if config.llm_url:
+        from glmcot.llm import make_backend
+
+        return make_backend(f"openai:{config.llm_url}", model=config.llm_model,
+                            api_key=config.llm_api_key)
+    return None
+
+
+def backends_per_graph(runtime: Runtime, contexts: dict[str, Any]) -> dict[str, LLMBackend]:
+    """The backend each graph's agents call. The scripted policy needs one per graph (its
+    Graph-CoT `$answer` runs the GLM plan in that graph's sandbox); the others share one."""
+    base = _base_backend(runtime)
+    runtime.backend = base
+    if runtime.config.scripted is None:
+        if base is None:
+            raise ValueError("no LLM: give a native --model or an upstream --llm URL")
+        return {name: base for name in contexts}
+    if base is not None and runtime.engine is None:
         raise ValueError("the scripted policy force-decodes its text, which needs the native "
                          "engine (--model); an upstream --llm server cannot force-decode")
     from glmcot.llm.scripted import ScriptedBackend
 
-    return ScriptedBackend(runtime.scripted_by_qid, inner=inner, code_runner=code_runner)
+    return {name: ScriptedBackend(runtime.scripted_by_qid, inner=base,
+                                  code_runner=context.run_code)
+            for name, context in contexts.items()}
 
 
-def _accepts(function: Callable, name: str) -> bool:
-    try:
-        parameters = inspect.signature(function).parameters
-    except (TypeError, ValueError):
-        return False
-    return name in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+def agent_settings(method: str, options: Any, base: dict[str, Any], known: set[str]
+                   ) -> dict[str, Any]:
+    """AgentConfig fields for one request: the server's --agent-option values, then the
+    request's options (max_steps means R/A rounds for GLM and steps for Graph-CoT)."""
+    settings = dict(base)
+    if options is None:
+        return settings
+    if options.max_steps is not None:
+        settings["max_rounds" if method == "glm" else "graphcot_max_steps"] = options.max_steps
+    if options.temperature is not None:
+        settings["temperature"] = options.temperature
+    if options.max_tokens is not None:
+        for name in ("reason_max_tokens", "act_max_tokens", "graphcot_max_tokens"):
+            settings[name] = options.max_tokens
+    return {key: value for key, value in settings.items() if key in known}
 
 
 def attach(runtime: Runtime) -> None:
     """Opens the configured graphs and installs the agent factory on `runtime`."""
-    from glmcot.agents import AgentConfig, GLMAgent, GraphCoTAgent
-    from glmcot.graph.primitives import GraphTools
+    from glmcot.agents.config import AgentConfig
+    from glmcot.agents.context import AgentContext
+    from glmcot.agents.runner import make_agent
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     config = runtime.config
-    runtime.graphs = {name: open_graph(name, path) for name, path in config.graphs.items()}
-    first = next(iter(runtime.graphs.values()))
-    code_runner = None
-    if config.scripted is not None:
-        try:
-            from glmcot.agents import sandbox_runner  # type: ignore[attr-defined]
-
-            code_runner = sandbox_runner(GraphTools(first.graph, retriever=first.retriever))
-        except ImportError:
-            code_runner = None
-    runtime.backend = make_backend(runtime, code_runner)
-    config_fields = set(getattr(AgentConfig, "__dataclass_fields__", {}))
+    unknown = set(config.agent_options) - {f.name for f in fields(AgentConfig)}
+    if unknown:
+        raise ValueError(f"unknown agent option(s) {sorted(unknown)}; AgentConfig has "
+                         f"{[f.name for f in fields(AgentConfig)]}")
+    AgentConfig(**config.agent_options)   # fail at start-up, not on the first question
+    workers = max(1, min(config.max_concurrency, 4))
+    contexts: dict[str, Any] = {}
+    try:
+        for name, path in config.graphs.items():
+            contexts[name] = AgentContext(path, retriever=config.retriever, workers=workers)
+    except BaseException:
+        for context in contexts.values():
+            context.close()
+        raise
+    runtime.graphs = {name: GraphHandle(name=name, path=config.graphs[name], graph=ctx.graph,
+                                        retriever=ctx.retrieval, context=ctx)
+                      for name, ctx in contexts.items()}
+    backends = backends_per_graph(runtime, contexts)
+    runtime.graph_backends = backends
+    known = {f.name for f in fields(AgentConfig)}
+    hooks = "on_event" in known
 
     def factory(handle: GraphHandle, method: str, options: Any,
                 on_event: Callable[[Any], None] | None, cancel: threading.Event
-                ) -> tuple[Any, bool]:
-        settings = dict(config.agent_options)
-        for name in ("max_steps", "temperature", "max_tokens"):
-            value = getattr(options, name, None)
-            if value is not None and name in config_fields:
-                settings[name] = value
-        live = False
-        if on_event is not None and "on_event" in config_fields:
-            settings["on_event"] = on_event
-            live = True
-        if "cancel" in config_fields:
-            settings["cancel"] = cancel
-        tools = GraphTools(handle.graph, retriever=handle.retriever)
-        cls = GLMAgent if method == "glm" else GraphCoTAgent
-        agent = cls(tools, runtime.backend, AgentConfig(**settings))
-        return agent, live
+                ) -> tuple[Any, str]:
+        settings = agent_settings(method, options, config.agent_options, known)
+        mode = "replay"
+        if on_event is not None:
+            mode = "llm-live"
+            if hooks:   # the agents report every step themselves
+                settings["on_event"] = on_event
+                mode = "live"
+        observed = ObservedBackend(backends[handle.name], None if mode != "llm-live"
+                                   else on_event, cancel)
+        agent = make_agent(method, observed, handle.context, AgentConfig(**settings))
+        return agent, mode
 
     runtime.agent_factory = factory

@@ -53,6 +53,13 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
+EVENT_MODES = {
+    "live": "every agent step is sent as it happens",
+    "llm-live": "each LLM call (classification, reasoning, snippet, thought, action) is sent as "
+                "it finishes; retrieval, notebook and error events follow once the agent is "
+                "done, because glmcot.agents offers no step callback",
+    "replay": "the agent's trace is sent once the agent is done",
+}
 LLM_EVENT_NAMES = {"classify": "classification", "reason": "reasoning", "act": "snippet",
                    "graphcot-thought": "thought", "graphcot-action": "action"}
 EVENT_NAMES = {"classify": "classification", "exec": "retrieval", "notebook": "notebook",
@@ -161,7 +168,7 @@ async def ask(body: AskRequest, request: Request):
             pass
 
     try:
-        future, live = runtime.start_question(graph, body.method, body.question, qid,
+        future, mode = runtime.start_question(graph, body.method, body.question, qid,
                                               body.options, on_event if body.stream else None)
     except BaseException:
         ticket.release()
@@ -170,11 +177,11 @@ async def ask(body: AskRequest, request: Request):
     future.add_done_callback(lambda _: loop.call_soon_threadsafe(ticket.release))
     ticket.on_cancel.append(lambda: runtime.cancel(future))
     if body.stream:
-        return StreamingResponse(_stream(state, rid, body, graph, qid, future, live, events,
+        return StreamingResponse(_stream(state, rid, body, graph, qid, future, mode, events,
                                          ticket),
                                  media_type=sse.MEDIA_TYPE,
                                  headers={**sse.HEADERS,
-                                          "X-Glmcot-Events": "live" if live else "replay"})
+                                          "X-Glmcot-Events": mode})
     try:
         result = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)),
                                         timeout=ticket.remaining())
@@ -190,17 +197,17 @@ async def ask(body: AskRequest, request: Request):
 
 
 async def _stream(state: Any, rid: str, body: AskRequest, graph: str, qid: str | None,
-                  future: Any, live: bool, events: asyncio.Queue, ticket: Any
+                  future: Any, mode: str, events: asyncio.Queue, ticket: Any
                   ) -> AsyncIterator[str]:
     runtime = state.runtime
     done = asyncio.wrap_future(future)
     seq = 0
     yield sse.event({"version": EVENT_VERSION, "id": rid, "qid": qid, "graph": graph,
                      "method": body.method, "policy": state.config.policy,
-                     "events": "live" if live else "replay"}, name="start", id=seq)
+                     "events": mode, "events_note": EVENT_MODES[mode]}, name="start", id=seq)
     try:
         deadline = ticket.deadline
-        while live and not (done.done() and events.empty()):
+        while mode != "replay" and not (done.done() and events.empty()):
             getter = asyncio.ensure_future(events.get())
             waited, _ = await asyncio.wait({getter, done}, timeout=max(0.0, deadline
                                            - time.monotonic()),
@@ -216,10 +223,13 @@ async def _stream(state: Any, rid: str, body: AskRequest, graph: str, qid: str |
         if not done.done():
             await asyncio.wait_for(asyncio.shield(done), timeout=ticket.remaining())
         result = done.result()
-        if not live:
+        if mode != "live":
             for event in result.trace:
+                event = jsonable(event)
+                if mode == "llm-live" and event.get("type") == "llm":
+                    continue   # already sent as it happened
                 seq += 1
-                name, payload = event_view(jsonable(event))
+                name, payload = event_view(event)
                 yield sse.event(payload, name=name, id=seq)
         _record(state, graph, body.method, result)
         answer = _response(state, rid, body, graph, qid, result, ticket)

@@ -20,6 +20,7 @@ class ServeConfig:
     llm_model: str | None = None      # model name to ask the upstream for
     llm_api_key: str | None = None    # key for the upstream (never logged)
     scripted: Path | None = None      # questions.jsonl: answer with the scripted policy
+    retriever: str = "auto"           # RetrieveNode: auto (embedding index if built) | lexical
     engine_options: dict = field(default_factory=dict)  # extra EngineConfig fields
     agent_options: dict = field(default_factory=dict)   # extra AgentConfig fields
     served_model_name: str | None = None

@@ -47,7 +47,8 @@ class GraphHandle:
     name: str
     path: Path
     graph: Any
-    retriever: Any = None
+    retriever: Any = None     # the RetrieveNode service (its cache is reported in /metrics)
+    context: Any = None       # the agents' AgentContext for this graph
 
 
 @dataclass
@@ -61,6 +62,7 @@ class Runtime:
     graphs: dict[str, GraphHandle] = field(default_factory=dict)
     scripted_by_qid: dict[str, dict] = field(default_factory=dict)
     scripted_by_text: dict[str, dict] = field(default_factory=dict)
+    graph_backends: dict[str, Any] = field(default_factory=dict)
     agent_factory: Callable[..., Any] | None = None
     pool: concurrent.futures.ThreadPoolExecutor | None = None
     owns_engine: bool = True
@@ -108,20 +110,21 @@ class Runtime:
 
     def start_question(self, graph: str, method: str, question: str, qid: str | None,
                        options: Any, on_event: Callable[[Any], None] | None
-                       ) -> tuple[concurrent.futures.Future, bool]:
-        """Runs one question in the worker pool. Returns its future and whether trace events
-        are delivered live (through `on_event`) or only in the result's trace."""
+                       ) -> tuple[concurrent.futures.Future, str]:
+        """Runs one question in the worker pool. Returns its future and how trace events reach
+        `on_event`: "live" (every step), "llm-live" (each LLM call as it finishes; the other
+        steps only in the result's trace) or "replay" (all in the result's trace)."""
         if self.agent_factory is None:
             raise errors.APIError(501, "this server has no agents (glmcot.agents is not "
                                   "available)", "server_error", "no_agents")
         if self._closed:
             raise errors.unavailable()
         cancel = threading.Event()
-        agent, live = self.agent_factory(self.graphs[graph], method, options, on_event, cancel)
+        agent, mode = self.agent_factory(self.graphs[graph], method, options, on_event, cancel)
         future = self.pool.submit(agent.answer, question, qid)
         self._cancel_flags[future] = cancel
         future.add_done_callback(lambda f: self._cancel_flags.pop(f, None))
-        return future, live and on_event is not None
+        return future, mode if on_event is not None else "replay"
 
     def cancel(self, future: concurrent.futures.Future) -> None:
         """Asks a running question to stop at its next step (agents check the flag)."""
@@ -137,14 +140,17 @@ class Runtime:
         if self.engine is not None and hasattr(self.engine, "stats"):
             out.append(lambda: flatten_stats("glmcot_engine", self.engine.stats(),
                                              "Native engine statistics (engine.stats())."))
-        caches = [(handle.name, getattr(handle.retriever, "cache", None))
-                  for handle in self.graphs.values()]
-        caches = [(name, cache) for name, cache in caches if hasattr(cache, "stats")]
-        if caches:
+        services = [(handle.name, handle.retriever) for handle in self.graphs.values()
+                    if hasattr(handle.retriever, "stats")]
+        if services:
+            def read(service: Any) -> dict:
+                stats = service.stats
+                return dict(stats() if callable(stats) else stats)
+
             out.append(lambda: flatten_stats(
-                "glmcot_retrieve_node_cache",
-                [((("graph", name),), cache.stats()) for name, cache in caches],
-                "RetrieveNode cache statistics."))
+                "glmcot_retrieve_node",
+                [((("graph", name),), read(service)) for name, service in services],
+                "RetrieveNode service: lookups, cache hits, searches, prefetches."))
         return out
 
     def close(self) -> None:
@@ -154,7 +160,10 @@ class Runtime:
         for flag in list(self._cancel_flags.values()):
             flag.set()
         self.pool.shutdown(wait=False, cancel_futures=True)
-        for closer in (getattr(self.backend, "close", None),
+        closers = [getattr(handle.context, "close", None) for handle in self.graphs.values()]
+        closers += [getattr(backend, "close", None) for backend in self.graph_backends.values()
+                    if backend is not self.backend]
+        for closer in (*closers, getattr(self.backend, "close", None),
                        getattr(self.engine, "shutdown", None) if self.owns_engine else None,
                        getattr(self.engine, "close", None) if self.owns_engine else None):
             if closer is not None:
