@@ -251,9 +251,9 @@ def _make_index(vectors: np.ndarray, config: IndexConfig):
         quantizer = faiss.IndexFlatIP(dim)
         index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
         sample = vectors
-        if count > nlist * 256:
+        if count > nlist * 64:  # 64 points per centroid trains well enough and bounds the cost
             rng = np.random.default_rng(0)
-            sample = vectors[np.sort(rng.choice(count, nlist * 256, replace=False))]
+            sample = vectors[np.sort(rng.choice(count, nlist * 64, replace=False))]
         index.train(np.ascontiguousarray(sample, dtype=np.float32))
         index.nprobe = min(config.ivf_nprobe, nlist)
     step = 1 << 16

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+from hashlib import blake2b as _blake2b
 import json
 import mmap
 import os
@@ -623,36 +624,33 @@ class _FeatureColumn:
         self.kind = entry["kind"]
         base = directory / "features"
         stem = entry["stem"]
-        self.mask = _load(base / f"{stem}.mask.npy")
+        # memoryviews over the mapped arrays: scalar reads give Python values without numpy overhead
+        self.mask = memoryview(_load(base / f"{stem}.mask.npy"))
         if self.kind in ("str", "json"):
-            self.offsets = _load(base / f"{stem}.offsets.npy")
+            self.offsets = memoryview(_load(base / f"{stem}.offsets.npy"))
             self.blob = _Blob(base / f"{stem}.blob")
         elif self.kind == "list":
-            self.list_offsets = _load(base / f"{stem}.list_offsets.npy")
-            self.item_offsets = _load(base / f"{stem}.item_offsets.npy")
+            self.list_offsets = memoryview(_load(base / f"{stem}.list_offsets.npy"))
+            self.item_offsets = memoryview(_load(base / f"{stem}.item_offsets.npy"))
             self.blob = _Blob(base / f"{stem}.blob")
         else:
-            self.values = _load(base / f"{stem}.values.npy")
+            self.values = memoryview(_load(base / f"{stem}.values.npy"))
 
     def has(self, local: int) -> bool:
-        return bool(self.mask[local])
+        return self.mask[local]
 
     def get(self, local: int) -> Any:
         kind = self.kind
         if kind == "str":
-            return self.blob.text(int(self.offsets[local]), int(self.offsets[local + 1]))
-        if kind == "int":
-            return int(self.values[local])
-        if kind == "float":
-            return float(self.values[local])
-        if kind == "bool":
-            return bool(self.values[local])
+            return self.blob.data[self.offsets[local] : self.offsets[local + 1]].decode(_ENCODING, _ERRORS)
+        if kind == "int" or kind == "float" or kind == "bool":
+            return self.values[local]
         if kind == "list":
-            first, last = int(self.list_offsets[local]), int(self.list_offsets[local + 1])
+            first, last = self.list_offsets[local], self.list_offsets[local + 1]
             bounds = self.item_offsets[first : last + 1].tolist()
             data = self.blob.data
             return [data[bounds[i] : bounds[i + 1]].decode(_ENCODING, _ERRORS) for i in range(last - first)]
-        return json.loads(self.blob.text(int(self.offsets[local]), int(self.offsets[local + 1])))
+        return json.loads(self.blob.text(self.offsets[local], self.offsets[local + 1]))
 
 
 class _Relation:
@@ -662,6 +660,8 @@ class _Relation:
         self.num_edges = entry["num_edges"]
         self.indptr = _load(base / f"{entry['stem']}.indptr.npy")
         self.dst = _load(base / f"{entry['stem']}.dst.npy")
+        self.indptr_view = memoryview(self.indptr)
+        self.dst_view = memoryview(self.dst)
         self.weight = _load(base / f"{entry['stem']}.weight.npy") if entry.get("weighted") else None
 
 
@@ -698,6 +698,10 @@ class Graph:
         self._ids = _Blob(nodes / "ids.blob")
         self._hashes = _load(nodes / "id_hash.npy")
         self._order = _load(nodes / "id_order.npy")
+        self._offsets_view = memoryview(self._id_offsets)
+        self._hashes_view = memoryview(self._hashes)
+        self._order_view = memoryview(self._order)
+        self._num_nodes = int(manifest["num_nodes"])
         self._degree_path = nodes / "degree.npy"
         self._total_degree: np.ndarray | None = None
         self._columns: dict[tuple[str, str], _FeatureColumn] = {}
@@ -775,14 +779,14 @@ class Graph:
         if type(node_id) is not str:
             return -1
         data = node_id.encode(_ENCODING, _ERRORS)
-        key = np.uint64(int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little"))
-        hashes = self._hashes
-        position = int(hashes.searchsorted(key))
-        offsets = self._id_offsets
+        key = int.from_bytes(_blake2b(data, digest_size=8).digest(), "little")
+        position = int(self._hashes.searchsorted(np.uint64(key)))
+        hashes, order, offsets = self._hashes_view, self._order_view, self._offsets_view
         blob = self._ids.data
-        while position < len(hashes) and hashes[position] == key:
-            index = int(self._order[position])
-            if blob[int(offsets[index]) : int(offsets[index + 1])] == data:
+        size = self._num_nodes
+        while position < size and hashes[position] == key:
+            index = order[position]
+            if blob[offsets[index] : offsets[index + 1]] == data:
                 return index
             position += 1
         return -1
@@ -797,22 +801,33 @@ class Graph:
         return index
 
     def node_id(self, index: int) -> str:
-        if not 0 <= index < self.num_nodes:
-            raise IndexError(f"node index {index} out of range [0, {self.num_nodes})")
-        return self._ids.text(int(self._id_offsets[index]), int(self._id_offsets[index + 1]))
+        if not 0 <= index < self._num_nodes:
+            raise IndexError(f"node index {index} out of range [0, {self._num_nodes})")
+        offsets = self._offsets_view
+        return self._ids.data[offsets[index] : offsets[index + 1]].decode(_ENCODING, _ERRORS)
 
     def node_ids(self, indices: np.ndarray | Sequence[int]) -> list[str]:
-        indices = np.asarray(indices, dtype=np.int64)
-        if not indices.size:
-            return []
-        starts = self._id_offsets[indices].tolist()
-        ends = self._id_offsets[indices + 1].tolist()
+        if isinstance(indices, np.ndarray):
+            if len(indices) > 64:
+                indices = np.asarray(indices, dtype=np.int64)
+                starts = self._id_offsets[indices].tolist()
+                ends = self._id_offsets[indices + 1].tolist()
+                data = self._ids.data
+                return [data[s:e].decode(_ENCODING, _ERRORS) for s, e in zip(starts, ends)]
+            indices = indices.tolist()
+        offsets = self._offsets_view
         data = self._ids.data
-        return [data[s:e].decode(_ENCODING, _ERRORS) for s, e in zip(starts, ends)]
+        size = self._num_nodes
+        result = []
+        for index in indices:
+            if not 0 <= index < size:
+                raise IndexError(f"node index {index} out of range [0, {size})")
+            result.append(data[offsets[index] : offsets[index + 1]].decode(_ENCODING, _ERRORS))
+        return result
 
     def type_of_index(self, index: int) -> str:
-        if not 0 <= index < self.num_nodes:
-            raise IndexError(f"node index {index} out of range [0, {self.num_nodes})")
+        if not 0 <= index < self._num_nodes:
+            raise IndexError(f"node index {index} out of range [0, {self._num_nodes})")
         return self._type_names[bisect.bisect_right(self._type_starts, index) - 1]
 
     def node_type(self, node_id: str) -> str:
@@ -894,8 +909,14 @@ class Graph:
 
     def neighbor_indices(self, index: int, relation: str) -> np.ndarray:
         loaded, local = self._relation_of(index, relation)
-        indptr = loaded.indptr
-        return loaded.dst[int(indptr[local]) : int(indptr[local + 1])]
+        indptr = loaded.indptr_view
+        return loaded.dst[indptr[local] : indptr[local + 1]]
+
+    def neighbor_index_list(self, index: int, relation: str) -> list[int]:
+        """Like ``neighbor_indices`` but a list of Python ints (faster for short lists)."""
+        loaded, local = self._relation_of(index, relation)
+        indptr = loaded.indptr_view
+        return loaded.dst_view[indptr[local] : indptr[local + 1]].tolist()
 
     def neighbor_weights(self, index: int, relation: str) -> np.ndarray | None:
         loaded, local = self._relation_of(index, relation)
@@ -905,11 +926,11 @@ class Graph:
         return loaded.weight[int(indptr[local]) : int(indptr[local + 1])]
 
     def neighbors(self, node_id: str, relation: str) -> list[str]:
-        return self.node_ids(self.neighbor_indices(self.index(node_id), relation))
+        return self.node_ids(self.neighbor_index_list(self.index(node_id), relation))
 
     def degree_at(self, index: int, relation: str) -> int:
         loaded, local = self._relation_of(index, relation)
-        return int(loaded.indptr[local + 1]) - int(loaded.indptr[local])
+        return loaded.indptr_view[local + 1] - loaded.indptr_view[local]
 
     def degree(self, node_id: str, relation: str) -> int:
         return self.degree_at(self.index(node_id), relation)
