@@ -160,13 +160,20 @@ class SynthGraph:
                 seen.add(node_id)
 
     # -- writing ------------------------------------------------------------------------------
-    def write_store(self, out_dir: Path, progress: Callable[[int], None] | None = None) -> None:
-        """Write the project's store format through glmcot.graph's StoreWriter."""
+    def write_store(self, out_dir: Path, progress: Callable[[int], None] | None = None,
+                    source: dict | None = None) -> None:
+        """Write the project's store format through glmcot.graph's StoreWriter.
+
+        StoreWriter stamps a random store_id and the wall-clock time into manifest.json; for
+        byte-identical output the manifest is rewritten with a content hash as store_id and a
+        fixed creation stamp (the generator's source block says so)."""
         from glmcot.graph.store import StoreWriter
 
-        with StoreWriter(out_dir) as writer:
+        out_dir = Path(out_dir)
+        with StoreWriter(out_dir, source=source) as writer:
             for t in self.types:
                 writer.add_nodes(t, self.ids[t], self.features[t])
+                writer.set_text_key(t, self.schema.text_key(t))
                 if progress:
                     progress(self.counts[t])
             for t in self.types:
@@ -176,6 +183,7 @@ class SynthGraph:
                         writer.add_edges(t, rel, src + self.offsets[t], dst + self.offsets[target])
                         if progress:
                             progress(len(src))
+        _make_manifest_deterministic(out_dir)
 
     def iter_grbench_json(self) -> Iterator[str]:
         """graph.json text (GRBench layout: "<type>_nodes" -> id -> features, neighbors)."""
@@ -197,6 +205,25 @@ class SynthGraph:
                 yield ("," if i else "") + f"\n{dumps(ids[i])}: {record}"
             yield "\n}"
         yield "\n}\n"
+
+
+def _make_manifest_deterministic(store: Path) -> None:
+    import hashlib
+    import os
+
+    path = store / "manifest.json"
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    digest = hashlib.sha256()
+    for file in sorted(p for p in store.rglob("*") if p.is_file() and p.name != "manifest.json"):
+        digest.update(str(file.relative_to(store)).encode())
+        digest.update(file.read_bytes())
+    body = {k: v for k, v in manifest.items() if k not in ("store_id", "created")}
+    digest.update(json.dumps(body, sort_keys=True).encode())
+    manifest["store_id"] = digest.hexdigest()[:32]
+    manifest["created"] = "1970-01-01T00:00:00Z"
+    tmp = path.with_name(".manifest.json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=1, ensure_ascii=False), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 # -- sampling helpers ---------------------------------------------------------------------------
