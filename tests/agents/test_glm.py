@@ -127,3 +127,21 @@ def test_classify_and_plan_without_missing_falls_back_to_reasoning(context, scri
     result = GLMAgent(fuzz, context, AgentConfig(domain="dblp")).answer(records[2]["question"], "t-2")
     assert result.answer == records[2]["answer"]
     assert result.calls_by_agent["reason"] == 3
+
+
+def test_on_event_streams_every_trace_event(context, scripted, records):
+    seen = []
+    config = AgentConfig(domain="dblp", on_event=seen.append)
+    result = GLMAgent(scripted, context, config).answer(records[2]["question"], "t-2")
+    assert seen == list(result.trace)
+    assert [e["type"] for e in seen][:3] == ["llm", "classify", "llm"]
+    assert seen[-1] == {"type": "result", "answer": records[2]["answer"], "failure": None}
+    assert "on_event" not in config.to_dict()
+
+
+def test_a_failing_observer_does_not_break_the_question(context, scripted, records):
+    def broken(event):
+        raise RuntimeError("observer bug")
+
+    result = GLMAgent(scripted, context, AgentConfig(domain="dblp", on_event=broken)).answer(records[0]["question"], "t-0")
+    assert result.answer == records[0]["answer"]

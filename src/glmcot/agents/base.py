@@ -21,16 +21,33 @@ class QuestionFailed(Exception):
         self.detail = detail
 
 
+class EventLog(list):
+    """The trace: a list of events that also reports each new one to a hook."""
+
+    def __init__(self, items=(), hook: Callable[[dict], None] | None = None):
+        super().__init__(items)
+        self.hook = hook
+
+    def append(self, event: dict) -> None:
+        super().append(event)
+        if self.hook is not None:
+            try:
+                self.hook(event)
+            except Exception:  # a broken observer must not break the question
+                self.hook = None
+
+
 class QuestionRun:
     """One question in flight: its session, its trace and its counters."""
 
-    def __init__(self, backend: LLMBackend, question: str, qid: str | None, method: str, prompt_names: dict[str, str]):
+    def __init__(self, backend: LLMBackend, question: str, qid: str | None, method: str, prompt_names: dict[str, str],
+                 on_event: Callable[[dict], None] | None = None):
         self.backend = backend
         self.question = question
         self.qid = qid
         self.session = f"{qid or 'q'}#{uuid.uuid4().hex[:8]}"
         self.result = QuestionResult(qid=qid, question=question, answer="", method=method, backend=backend.label)
-        self.trace = self.result.trace
+        self.result.trace = self.trace = EventLog(hook=on_event)
         self.started = time.perf_counter()
         self._prompt_names = prompt_names  # P-I text -> name@hash, so traces do not repeat it
 
@@ -89,6 +106,7 @@ class QuestionRun:
             self.result.failure_detail = failure.detail
             self.trace.append({"type": "error", "where": failure.category, "message": failure.detail})
         self.result.latency_s = time.perf_counter() - self.started
+        self.trace.append({"type": "result", "answer": answer, "failure": self.result.failure})
         try:
             self.backend.end_session(self.session)
         except Exception as error:  # ending a session must never lose the answer

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable
 
 
 @dataclass
@@ -26,6 +27,9 @@ class AgentConfig:
     graphcot_token_cap: int = 10_000
     graphcot_max_tokens: int = 300
     graphcot_examples: bool = True  # False: the zero-shot variant
+    # Called with each trace event as it happens (from the question's thread; keep it quick and
+    # do not raise). Servers stream agent steps with it. Not part of to_dict().
+    on_event: Callable[[dict[str, Any]], None] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.max_rounds < 1:
@@ -36,4 +40,4 @@ class AgentConfig:
             raise ValueError("graphcot_max_steps must be at least 1")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "on_event"}

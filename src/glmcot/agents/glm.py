@@ -45,7 +45,7 @@ class GLMAgent:
         self._names = {getattr(self.prompts, a): self.prompts.name(a) for a in ("classify", "classify_plan", "reason", "act")}
 
     def answer(self, question: str, qid: str | None = None) -> QuestionResult:
-        run = QuestionRun(self.backend, question, qid, self.method, self._names)
+        run = QuestionRun(self.backend, question, qid, self.method, self._names, self.config.on_event)
         try:
             deterministic, first_missing = self._classify(run)
             run.result.deterministic = deterministic

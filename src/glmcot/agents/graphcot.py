@@ -47,7 +47,7 @@ class GraphCoTAgent:
         self._names = {self.prompts.graphcot: self.prompts.name("graphcot")}
 
     def answer(self, question: str, qid: str | None = None) -> QuestionResult:
-        run = QuestionRun(self.backend, question, qid, self.method, self._names)
+        run = QuestionRun(self.backend, question, qid, self.method, self._names, self.config.on_event)
         timer = {"seconds": 0.0}
 
         def resolve(text: str) -> str:

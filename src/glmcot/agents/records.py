@@ -7,7 +7,8 @@ Trace events (JSON objects, in order):
 - {"type": "exec", "step", "attempt", "code", "result": {...}, "prefetched": [...]};
 - {"type": "notebook", "added": [...]};
 - {"type": "graphcot-step", "step", "thought", "action", "observation"};
-- {"type": "error", "where", "message"}.
+- {"type": "error", "where", "message"};
+- {"type": "result", "answer", "failure"} (last).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class QuestionResult:
 
     def to_dict(self, with_trace: bool = True) -> dict[str, Any]:
         data = asdict(self)
+        data["trace"] = list(self.trace)
         data["format"] = TRACE_VERSION
         data["total_tokens"] = self.total_tokens
         for key in ("latency_s", "llm_time_s", "retrieval_time_s"):
