@@ -13,7 +13,7 @@ from typing import Any
 from glmcot.eval.config import EvalConfig
 from glmcot.eval.progress import console as make_console, progress as make_progress
 from glmcot.eval.questions import Question
-from glmcot.eval.runner import Prices, run_method, summarize, write_json_atomic
+from glmcot.eval.runner import Prices, summarize, write_json_atomic
 
 
 @dataclass(frozen=True)
@@ -23,63 +23,122 @@ class Variant:
     method: str
     engine: dict[str, Any] = field(default_factory=dict)   # EngineConfig overrides
     agent: dict[str, Any] = field(default_factory=dict)    # AgentConfig overrides
+    retrieve_cache: bool = True
     full: bool = False
 
 
-# The GLM engine runs the priority policy with chunk reuse; each variant turns one thing off.
+# The GLM engine runs the priority policy with vertex-chunk reuse; each variant turns one thing off.
+# Switches the engine does not have yet are reported as unavailable, never silently ignored.
 GLM_ENGINE = {"eviction_policy": "priority", "enable_chunk_reuse": True, "enable_prefix_caching": True}
 VARIANTS = (
-    Variant("glm", "GLM (all features)", "glm", GLM_ENGINE, {}, full=True),
+    Variant("glm", "GLM (all features)", "glm", GLM_ENGINE, full=True),
     Variant("no-vertex-reuse", "GLM without vertex reuse", "glm", {**GLM_ENGINE, "enable_chunk_reuse": False}),
     Variant("no-priority-eviction", "GLM without priority eviction (LRU)", "glm", {**GLM_ENGINE, "eviction_policy": "lru"}),
-    Variant("no-pipelining", "GLM without pipelining", "glm", GLM_ENGINE, {"pipeline": False}),
-    Variant("no-retrieve-cache", "GLM without RetrieveNode cache", "glm", GLM_ENGINE, {"retrieve_cache": False}),
+    Variant("no-pipelining", "GLM without pipelining", "glm", GLM_ENGINE, {"pipelining": False}),
+    Variant("no-retrieve-cache", "GLM without RetrieveNode cache", "glm", GLM_ENGINE, retrieve_cache=False),
     Variant("graphcot-lru", "Graph-CoT, LRU prefix cache", "graphcot",
             {"eviction_policy": "lru", "enable_chunk_reuse": False, "enable_prefix_caching": True}),
 )
 
 # A KV pool small enough that eviction matters with several questions in flight (the paper's
 # priority-eviction gains are under memory pressure).
-ABLATION_KV_TOKENS = 6144
+ABLATION_KV_TOKENS = 8192
+
+
+def engine_support() -> tuple[set[str], set[str]]:
+    """EngineConfig field names and eviction policy names of the installed engine."""
+    from glmcot.engine import EngineConfig
+
+    fields = {f.name for f in dataclasses.fields(EngineConfig)}
+    try:
+        from glmcot.engine.cache.eviction import POLICIES
+
+        policies = set(POLICIES)
+    except ImportError:
+        policies = {"lru"}
+    return fields, policies
+
+
+def resolve_variant(variant: Variant) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """The engine and agent settings this installation can honour, and what it cannot."""
+    from glmcot.agents import AgentConfig
+
+    fields, policies = engine_support()
+    agent_fields = {f.name for f in dataclasses.fields(AgentConfig)}
+    engine: dict[str, Any] = {}
+    missing: list[str] = []
+    for key, value in variant.engine.items():
+        if key not in fields:
+            if value not in (False, None):
+                missing.append(f"engine has no {key}")
+            continue
+        if key == "eviction_policy" and value not in policies:
+            missing.append(f"engine has no {value!r} eviction policy")
+            continue
+        engine[key] = value
+    agent = {k: v for k, v in variant.agent.items() if k in agent_fields}
+    missing += [f"agents have no {k}" for k in variant.agent if k not in agent_fields]
+    return engine, agent, missing
+
+
+def effective_engine(engine: dict[str, Any]) -> tuple:
+    """The settings the engine will run with for the switches any variant touches (unset ones at
+    their defaults), so two variants that differ only in an unavailable switch compare equal."""
+    from glmcot.engine import EngineConfig
+
+    defaults = EngineConfig()
+    keys = sorted({k for v in VARIANTS for k in v.engine if hasattr(defaults, k)})
+    return tuple((k, engine.get(k, getattr(defaults, k))) for k in keys)
 
 
 def run_ablation(datasets: dict[str, Path], questions: dict[str, list[Question]], config: EvalConfig,
                  out: Path, *, quiet: bool = False, prices: Prices | None = None,
                  kv_cache_tokens: int | None = ABLATION_KV_TOKENS,
                  variants: tuple[Variant, ...] = VARIANTS) -> list[dict[str, Any]]:
-    """Runs every variant over every domain's questions; one summary row per variant (all domains
-    pooled: throughput = questions / summed wall time)."""
-    from glmcot.eval import systems
+    """Runs every variant over every domain's questions; one summary row per variant (domains
+    pooled: throughput = questions / summed wall time). A variant whose switch this engine lacks
+    is run only if it differs from the full configuration; otherwise it is listed as unavailable."""
+    from glmcot.eval.demo import measure
 
-    graphs = {d: systems.open_graph(p) for d, p in datasets.items()}
+    console = make_console(quiet)
     total = sum(len(q) for q in questions.values())
     rows: list[dict[str, Any]] = []
+    full_settings = None
     with make_progress(quiet) as bar:
         for variant in variants:
+            engine, agent, missing = resolve_variant(variant)
+            settings = (variant.method, effective_engine(engine), tuple(sorted(agent.items())), variant.retrieve_cache)
+            if variant.full:
+                full_settings = settings
+            elif settings == full_settings:  # its switch is not in this installation
+                missing = missing or ["its switch is not in this engine"]
+                console.print(f"[yellow]ablation: {variant.label} skipped: {'; '.join(missing)}[/]")
+                rows.append({"variant": variant.name, "label": variant.label + " (n/a)", "method": variant.method,
+                             "full": False, "unavailable": missing})
+                continue
             task = bar.add_task(f"ablation: {variant.label}", total=total)
             all_rows: list[dict[str, Any]] = []
             wall = 0.0
             stats: dict[str, Any] = {}
-            for domain, graph in graphs.items():
-                engine = dict(variant.engine)
+            for domain, dataset in datasets.items():
+                engine_options = dict(engine)
                 if kv_cache_tokens:
-                    engine["kv_cache_tokens"] = kv_cache_tokens
-                engine = systems.supported_engine_options(engine)
-                agent = systems.supported_agent_options(variant.agent)
-                records = [q.record for q in questions[domain]]
-                with systems.answer_backend(config, scripted_questions=records, graph=graph, engine=engine) as backend:
-                    answer_fn = systems.method_answer_fn(variant.method, graph, backend, config, agent_options=agent)
-                    outcome = run_method(variant.method, questions[domain], answer_fn,
-                                         out / variant.name / f"{domain}.jsonl", concurrency=config.concurrency,
-                                         resume=False, on_done=lambda _r, t=task: bar.advance(t))
-                    stats[domain] = systems.engine_stats(backend)
-                all_rows += outcome.rows
-                wall += outcome.wall_s
-            summary = summarize(all_rows, wall, len(all_rows), prices)
+                    engine_options["kv_cache_tokens"] = kv_cache_tokens
+                summary = measure(variant.method, questions[domain], dataset, config,
+                                  out / variant.name / f"{domain}.jsonl", engine=engine_options, agent=agent,
+                                  retrieve_cache=variant.retrieve_cache, prices=prices,
+                                  on_done=lambda _r, t=task: bar.advance(t))
+                stats[domain] = summary.get("engine_stats")
+                wall += summary["wall_s"]
+                from glmcot.eval.runner import read_rows
+
+                all_rows += read_rows(out / variant.name / f"{domain}.jsonl")
+            pooled = summarize(all_rows, wall, len(all_rows), prices)
             rows.append({"variant": variant.name, "label": variant.label, "method": variant.method,
-                         "full": variant.full, "engine": variant.engine, "agent": variant.agent,
-                         "domains": list(graphs), **summary, "engine_stats": stats})
-    full = next((r for r in rows if r["full"]), None)
+                         "full": variant.full, "engine": engine, "agent": agent,
+                         "retrieve_cache": variant.retrieve_cache, "not_in_this_engine": missing,
+                         "domains": list(datasets), **pooled, "engine_stats": stats})
+    full = next((r for r in rows if r.get("full")), None)
     for row in rows:
         if full and full.get("throughput_qps") and row.get("throughput_qps"):
             row["throughput_vs_full"] = row["throughput_qps"] / full["throughput_qps"]
@@ -96,7 +155,10 @@ def run_ablation_command(*, out: Path, model: str, questions: int | None, quick:
     from glmcot.eval.questions import load_questions
     from glmcot.eval.report import SCRIPTED_NOTICE, ablation_markdown, ablation_rich
 
+    from glmcot.eval.demo import quiet_libraries
+
     console = make_console(quiet)
+    quiet_libraries()
     console.print(f"[bold yellow]{SCRIPTED_NOTICE}[/]")
     config = dataclasses.replace(config, model=model)
     domains = ["dblp", "amazon"] if quick else ["dblp", "amazon", "goodreads", "biomedical", "legal"]
@@ -104,7 +166,8 @@ def run_ablation_command(*, out: Path, model: str, questions: int | None, quick:
     datasets = {d: ensure_dataset(d, DEMO_SCALE, DEMO_SEED, config.cache_dir) for d in domains}
     chosen = {d: pick_questions(load_questions(p / "questions.jsonl"), per_domain) for d, p in datasets.items()}
     started = time.perf_counter()
-    rows = run_ablation(datasets, chosen, config, out / "ablation", quiet=quiet)
+    rows = run_ablation(datasets, chosen, config, out / "ablation", quiet=quiet,
+                        prices=Prices(config.price_input, config.price_cached_input, config.price_output))
     subtitle = f"scripted policy on {model} (random weights): system measurement"
     figure = plot_ablation(rows, out / "fig15_ablation.png", subtitle)
     result = {"format": "glmcot.ablation/1", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from dataclasses import asdict, is_dataclass
@@ -57,16 +58,13 @@ def ask(question: str, graph_path: Path, method: str, config: EvalConfig, *, tra
     console = make_console(as_json)
     if not question.strip():
         raise systems.SetupError("the question is empty")
-    graph = systems.open_graph(graph_path)
-    with console.status(f"loading {systems.describe_backend(config, False)}"):
-        backend_context = systems.answer_backend(config)
-        backend = backend_context.__enter__()
-    try:
-        answer_fn = systems.method_answer_fn(method, graph, backend, config)
+    with contextlib.ExitStack() as stack:
+        with console.status(f"loading the graph and {systems.describe_backend(config, False)}"):
+            context = stack.enter_context(systems.agent_context(graph_path, config))
+            backend = stack.enter_context(systems.answer_backend(config, context=context))
+        answer_fn = systems.method_answer_fn(method, context, backend, config)
         with console.status(f"{method} is answering"):
             result = answer_fn(Question(qid="ask-0", question=question, answer=""))
-    finally:
-        backend_context.__exit__(None, None, None)
     data = _as_dict(result)
     if as_json:
         sys.stdout.write(json.dumps(data if trace else {k: v for k, v in data.items() if k != "trace"},

@@ -17,7 +17,7 @@ from glmcot.eval.config import EvalConfig
 from glmcot.eval.progress import console as make_console, progress as make_progress
 from glmcot.eval.questions import Question, load_questions
 from glmcot.eval.report import (PAPER_HEADLINE, SCRIPTED_NOTICE, ablation_markdown, ablation_rich,
-                                paper_table1_markdown, ratios, ratios_markdown, table1_markdown, table1_rich)
+                                latency_split_markdown, paper_table1_markdown, ratios, ratios_markdown, table1_markdown, table1_rich)
 from glmcot.eval.runner import Prices, run_method, summarize, write_json_atomic
 
 DEMO_SCALE = "tiny"
@@ -41,13 +41,24 @@ class DemoOptions:
 
 def ensure_dataset(domain: str, scale: str, seed: int, cache_dir: Path) -> Path:
     """A synthetic dataset folder (graph/, questions.jsonl, meta.json), generated once and cached."""
-    from glmcot.data import GENERATOR_VERSION, generate
+    from glmcot.data.synth import GENERATOR_VERSION, SynthConfig, generate
+    from glmcot.graph.retrieval import RETRIEVAL_FORMAT_VERSION, MiniLMEmbedder, build_node_index
+    from glmcot.graph.store import Graph
 
-    folder = Path(cache_dir) / "datasets" / f"{domain}-{scale}-seed{seed}-v{GENERATOR_VERSION}"
-    if (folder / "questions.jsonl").is_file() and (folder / "meta.json").is_file():
+    folder = Path(cache_dir) / "datasets" / (f"{domain}-{scale}-seed{seed}-gen{GENERATOR_VERSION}"
+                                             f"-index{RETRIEVAL_FORMAT_VERSION}")
+    if (folder / "ready").is_file():
         return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    generate(domain=domain, out_dir=folder, scale=scale, seed=seed)
+    staging = folder.with_name(folder.name + ".partial")
+    generate(SynthConfig(domain=domain, scale=scale, seed=seed), staging, force=True)
+    # RetrieveNode searches a real vector index (MiniLM + FAISS), as a user's graph would.
+    build_node_index(Graph.open(staging / "graph"), MiniLMEmbedder())
+    (staging / "ready").write_text("ok\n")
+    if folder.exists():
+        import shutil
+
+        shutil.rmtree(folder)
+    staging.rename(folder)
     return folder
 
 
@@ -67,15 +78,20 @@ def pick_questions(questions: list[Question], n: int) -> list[Question]:
 
 # ---- running -------------------------------------------------------------------------------------
 
-def measure(method: str, questions: list[Question], graph: Any, config: EvalConfig, out_file: Path,
+def measure(method: str, questions: list[Question], dataset: Path, config: EvalConfig, out_file: Path,
             engine: dict[str, Any] | None = None, agent: dict[str, Any] | None = None,
-            on_done=None, prices: Prices | None = None) -> dict[str, Any]:
-    """One method on one domain's questions with a fresh engine; the summary plus engine stats."""
+            retrieve_cache: bool = True, on_done=None, prices: Prices | None = None) -> dict[str, Any]:
+    """One method on one domain's questions with a fresh engine and a fresh agent context (cold
+    caches), after one warm-up request; the summary plus the engine's counters."""
     from glmcot.eval import systems
 
     records = [q.record for q in questions]
-    with systems.answer_backend(config, scripted_questions=records, graph=graph, engine=engine) as backend:
-        answer_fn = systems.method_answer_fn(method, graph, backend, config, agent_options=agent)
+    with systems.agent_context(dataset, config) as context, \
+            systems.answer_backend(config, scripted_questions=records, context=context, engine=engine) as backend:
+        if not retrieve_cache:
+            systems.disable_retrieve_cache(context)
+        systems.warm_up(backend)
+        answer_fn = systems.method_answer_fn(method, context, backend, config, agent_options=agent)
         outcome = run_method(method, questions, answer_fn, out_file, concurrency=config.concurrency,
                              resume=False, on_done=on_done)
         stats = systems.engine_stats(backend)
@@ -83,6 +99,23 @@ def measure(method: str, questions: list[Question], graph: Any, config: EvalConf
     summary["engine_stats"] = stats
     summary["wall_s"] = outcome.wall_s
     return summary
+
+
+def quiet_libraries() -> None:
+    """Model-loading progress bars of transformers / huggingface_hub would drown the demo's own."""
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
+        transformers_logging.set_verbosity_error()
+    except ImportError:
+        pass
 
 
 def machine() -> dict[str, Any]:
@@ -106,6 +139,7 @@ def run_demo(options: DemoOptions, config: EvalConfig) -> dict[str, Any]:
     from glmcot.eval.plots import plot_ablation, plot_latency_split
 
     console = make_console(options.quiet)
+    quiet_libraries()
     config = dataclasses.replace(config, model=options.model)
     device = systems.resolve_device(config.device)
     console.print(Panel(f"[bold]{SCRIPTED_NOTICE}[/]\nModel: {options.model} (random weights) on the native "
@@ -130,9 +164,8 @@ def run_demo(options: DemoOptions, config: EvalConfig) -> dict[str, Any]:
         total = sum(len(q) for q in selected.values())
         tasks = {m: bar.add_task(label, total=total) for m, label in (("graphcot", "Graph-CoT"), ("glm", "GLM"))}
         for domain in options.domains:
-            graph = systems.open_graph(datasets[domain])
             for method in ("graphcot", "glm"):
-                summary = measure(method, selected[domain], graph, config, runs / method / f"{domain}.jsonl",
+                summary = measure(method, selected[domain], datasets[domain], config, runs / method / f"{domain}.jsonl",
                                   on_done=lambda _row, t=tasks[method]: bar.advance(t), prices=prices)
                 rows.append({"domain": domain, "method": method, **summary})
     ablation_rows: list[dict[str, Any]] = []
@@ -215,6 +248,10 @@ def render_report(result: dict[str, Any]) -> str:
         paper_table1_markdown(),
         "",
         PAPER_HEADLINE,
+        "",
+        "## Latency split (Figure 11's numbers)",
+        "",
+        latency_split_markdown(result["table1"]),
         "",
         "![latency split](fig11_latency_split.png)",
         "",

@@ -41,15 +41,19 @@ def evaluate(options: EvalOptions, config: EvalConfig) -> dict[str, Any]:
         if missing_plans:
             raise systems.SetupError(f"--scripted needs gold plans (glmcot data synth questions); "
                                      f"{len(missing_plans)} question(s) have none, e.g. {missing_plans[0]}")
-    graph = systems.open_graph(options.graph) if options.graph is not None else None
+    import contextlib
+
     prices = Prices(config.price_input, config.price_cached_input, config.price_output)
     options.out.mkdir(parents=True, exist_ok=True)
     summaries: dict[str, dict[str, Any]] = {}
-    with systems.answer_backend(config, scripted_questions=options.questions if options.scripted else None) as backend:
+    context_manager = (systems.agent_context(options.graph, config, domain=options.domain)
+                       if options.graph is not None else contextlib.nullcontext(None))
+    with context_manager as context, systems.answer_backend(
+            config, scripted_questions=options.questions if options.scripted else None, context=context) as backend:
         judge_fn = systems.judge_function(config, backend, options) if options.judge else None
         with make_progress(options.quiet) as bar:
             for method in options.methods:
-                answer_fn = systems.method_answer_fn(method, graph, backend, config)
+                answer_fn = systems.method_answer_fn(method, context, backend, config)
                 task = bar.add_task(f"{method}", total=len(questions))
                 done_before = 0
 

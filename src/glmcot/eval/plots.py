@@ -25,8 +25,9 @@ def _pyplot():
 
 
 def plot_latency_split(rows: Sequence[dict[str, Any]], path: Path, subtitle: str = "") -> Path:
-    """Per domain, one bar per method: mean LLM time and mean retrieval time per question (s).
-    A dot marks the measured end-to-end latency (LLM and retrieval overlap when pipelined)."""
+    """Per domain, one bar per method: mean LLM time, retrieval time and the rest of the end-to-end
+    latency per question (s). A diamond marks the end-to-end latency; when retrieval is pipelined
+    with decoding, LLM + retrieval can exceed it."""
     plt = _pyplot()
     domains = list(dict.fromkeys(r["domain"] for r in rows))
     methods = [m for m in ("graphcot", "glm") if any(r["method"] == m for r in rows)]
@@ -35,7 +36,7 @@ def plot_latency_split(rows: Sequence[dict[str, Any]], path: Path, subtitle: str
     fig, ax = plt.subplots(figsize=(10, 5.2), dpi=110)
     width = 0.8 / max(1, len(methods))
     for i, method in enumerate(methods):
-        xs, llm, retrieval, total = [], [], [], []
+        xs, llm, retrieval, other, total = [], [], [], [], []
         for d, domain in enumerate(domains):
             row = by_key.get((domain, method))
             if row is None:
@@ -44,11 +45,14 @@ def plot_latency_split(rows: Sequence[dict[str, Any]], path: Path, subtitle: str
             llm.append(row.get("llm_time_mean_s") or 0.0)
             retrieval.append(row.get("retrieval_time_mean_s") or 0.0)
             total.append(row.get("latency_mean_s") or 0.0)
+            other.append(max(0.0, total[-1] - llm[-1] - retrieval[-1]))
         label = METHOD_LABELS.get(method, method)
         ax.bar(xs, llm, width * 0.95, color=_LLM_COLOURS.get(method), label=f"{label}: LLM inference",
                edgecolor="black", linewidth=0.5)
         ax.bar(xs, retrieval, width * 0.95, bottom=llm, color=_RETRIEVAL_COLOURS.get(method),
                hatch="//", label=f"{label}: retrieval", edgecolor="black", linewidth=0.5)
+        ax.bar(xs, other, width * 0.95, bottom=[a + b for a, b in zip(llm, retrieval)], color="#d9d9d9",
+               edgecolor="black", linewidth=0.5, label="other (agent, sandbox, queueing)" if i == 0 else None)
         ax.scatter(xs, total, marker="D", s=28, color="black", zorder=3,
                    label="end-to-end latency (mean)" if i == 0 else None)
         for x, t in zip(xs, total):
@@ -92,8 +96,9 @@ def plot_ablation(rows: Sequence[dict[str, Any]], path: Path, subtitle: str = ""
         values = [(r.get(key) or 0.0) * scale for r in rows]
         ax.barh(ys, values, color=colours, edgecolor="black", linewidth=0.5)
         top = max(values + [1e-9])
-        for y, v in zip(ys, values):
-            ax.text(v + top * 0.01, y, fmt.format(v), va="center", fontsize=9)
+        for y, v, row in zip(ys, values, rows):
+            text = "not in this engine" if row.get("unavailable") else fmt.format(v)
+            ax.text(v + top * 0.01, y, text, va="center", fontsize=9)
         ax.set_xlim(0, top * 1.18)
         ax.set_title(title)
         ax.set_xlabel(title)

@@ -55,13 +55,25 @@ def table1_cells(row: dict[str, Any]) -> list[str]:
 TABLE1_HEADERS = ["tokens/q", "calls/q", "p50 s", "p99 s", "q/s", "cache hit", "= gold"]
 
 
+def latency_split_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """Figure 11's numbers: mean end-to-end, LLM and retrieval time per question."""
+    body = []
+    for r in rows:
+        latency = r.get("latency_mean_s") or 0.0
+        retrieval = r.get("retrieval_time_mean_s") or 0.0
+        share = f"{retrieval / latency * 100:.1f} %" if latency else "-"
+        body.append([r.get("domain", "all"), METHOD_LABELS.get(r["method"], r["method"]), f"{latency:.2f}",
+                     f"{(r.get('llm_time_mean_s') or 0.0):.2f}", f"{retrieval * 1000:.1f}", share])
+    return markdown_table(["domain", "method", "latency s (mean)", "LLM s", "retrieval ms", "retrieval share"], body)
+
+
 def table1_rich(rows: Sequence[dict[str, Any]], title: str = "Table 1 view"):
     """Rows are per (domain, method) summaries; consecutive rows of a domain share its label."""
     from rich.table import Table
 
     table = Table(title=title, title_justify="left", header_style="bold")
-    table.add_column("domain")
-    table.add_column("method")
+    table.add_column("domain", no_wrap=True)
+    table.add_column("method", no_wrap=True)
     for header in TABLE1_HEADERS:
         table.add_column(header, justify="right")
     previous = None
@@ -135,7 +147,8 @@ def ablation_rich(rows: Sequence[dict[str, Any]], title: str = "Ablation"):
 
     table = Table(title=title, title_justify="left", header_style="bold")
     for header in ("configuration", "q/s", "p50 s", "p99 s", "cache hit", "tokens/q", "vs full GLM"):
-        table.add_column(header, justify="left" if header == "configuration" else "right")
+        table.add_column(header, justify="left" if header == "configuration" else "right",
+                         no_wrap=header == "configuration")
     for r in rows:
         table.add_row(r["label"], _fmt(r.get("throughput_qps")), _fmt(r.get("latency_p50_s")),
                       _fmt(r.get("latency_p99_s")),

@@ -20,7 +20,7 @@ from glmcot.eval.metrics import as_text, exact_match, rouge_l
 from glmcot.eval.questions import Question
 
 ROW_FORMAT = "glmcot.eval/1"
-FAILURES = ("unexpected_output", "retrieval_error", "code_error", "step_limit", "error")
+FAILURES = ("unexpected_output", "retrieval_error", "code_error", "step_limit", "backend_error", "error")
 
 AnswerFn = Callable[[Question], Any]
 JudgeFn = Callable[[Question, str], "tuple[bool | None, str]"]

@@ -27,7 +27,7 @@ def graph_dir(path: Path) -> Path:
         raise SetupError(f"graph folder not found: {path}")
     if not path.is_dir():
         raise SetupError(f"--graph must be a folder (a graph store), got a file: {path}")
-    if (path / "graph").is_dir():
+    if (path / "graph").is_dir() and not (path / "manifest.json").exists():
         return path / "graph"
     return path
 
@@ -43,16 +43,48 @@ def open_graph(path: Path) -> Any:
                          "`glmcot graph import` or `glmcot data synth`") from None
 
 
-def make_retriever(graph: Any, config: EvalConfig) -> Any:
-    from glmcot.graph.retrieval import NodeRetriever
+@contextlib.contextmanager
+def agent_context(path: Path, config: EvalConfig, domain: str | None = None) -> Iterator[Any]:
+    """The agents' shared context for one graph (graph, RetrieveNode service, sandbox pool)."""
+    from glmcot.agents import AgentContext
 
-    return NodeRetriever.open(graph) if hasattr(NodeRetriever, "open") else NodeRetriever(graph)
+    folder = graph_dir(path)
+    open_graph(folder)  # a clear message for a folder that is not a store
+    context = AgentContext(folder, domain=domain, workers=max(1, min(config.concurrency, 4)))
+    try:
+        yield context
+    finally:
+        context.close()
 
 
-def make_tools(graph: Any, config: EvalConfig, retriever: Any = None) -> Any:
-    from glmcot.graph.primitives import GraphTools
+def disable_retrieve_cache(context: Any) -> None:
+    """The RetrieveNode text -> node id caches off (for the ablation): every call searches."""
+    context.retrieval.cache_size = 0
+    inner = getattr(context.retrieval, "retriever", None)
+    if inner is not None and hasattr(inner, "cache"):
+        inner.cache = _NoCache()
 
-    return GraphTools(graph, retriever=retriever if retriever is not None else make_retriever(graph, config))
+
+class _NoCache:
+    """Stands in for RetrieveNodeCache with nothing kept: every lookup computes."""
+
+    def __len__(self) -> int:
+        return 0
+
+    def get(self, text: str) -> None:
+        return None
+
+    def put(self, text: str, node_id: str) -> None:
+        pass
+
+    def get_or_compute(self, text: str, compute: Callable[[str], str]) -> str:
+        return compute(text)
+
+    def clear(self) -> None:
+        pass
+
+    def stats(self) -> dict[str, int]:
+        return {"size": 0, "hits": 0, "misses": 0}
 
 
 # ---- LLM backends -------------------------------------------------------------------------------
@@ -94,11 +126,11 @@ def engine_options(config: EvalConfig) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def answer_backend(config: EvalConfig, scripted_questions: Any = None, graph: Any = None,
+def answer_backend(config: EvalConfig, scripted_questions: Any = None, context: Any = None,
                    engine: dict[str, Any] | None = None) -> Iterator[Any]:
     """The answering backend, closed on exit. ``scripted_questions``: a questions.jsonl path or
-    records for the scripted policy (the gold plans)."""
-    from glmcot.llm import make_backend
+    records for the scripted policy (the gold plans); ``context`` gives it the sandbox to run them."""
+    from glmcot.agents import make_backend
 
     spec = backend_spec(config, scripted_questions is not None)
     options: dict[str, Any] = {}
@@ -110,24 +142,15 @@ def answer_backend(config: EvalConfig, scripted_questions: Any = None, graph: An
     if scripted_questions is not None:
         options["questions"] = (str(scripted_questions) if isinstance(scripted_questions, Path)
                                 else scripted_questions)
-        if graph is not None:
-            options["code_runner"] = code_runner(graph, config)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    backend = make_backend(spec, **options)
+    try:
+        backend = make_backend(spec, context=context, **options)
+    except (ValueError, OSError) as exc:
+        raise SetupError(f"cannot start the LLM backend {spec}: {exc}") from None
     try:
         yield backend
     finally:
         backend.close()
-
-
-def code_runner(graph: Any, config: EvalConfig) -> Callable[[str], str] | None:
-    """Runs a GLM plan's snippet in the agents' sandbox (the scripted policy needs it for
-    Graph-CoT's $answer)."""
-    try:
-        from glmcot.agents import sandbox_runner  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return sandbox_runner(make_tools(graph, config))
 
 
 def judge_backend_spec(config: EvalConfig) -> str | None:
@@ -163,40 +186,40 @@ def describe_judge(config: EvalConfig, options: Any) -> str:
 
 # ---- methods -------------------------------------------------------------------------------------
 
-def method_answer_fn(method: str, graph: Any, backend: Any, config: EvalConfig,
-                     tools: Any = None, agent_options: dict[str, Any] | None = None) -> Callable[[Question], Any]:
-    """A function answering one question with the method."""
+def method_answer_fn(method: str, context: Any, backend: Any, config: EvalConfig,
+                     agent_options: dict[str, Any] | None = None) -> Callable[[Question], Any]:
+    """A thread-safe function answering one question with the method."""
     if method in ("base", "text-rag", "graph-rag"):
         from glmcot.eval.baselines import Baseline
 
-        retrieve = None
-        if method != "base":
-            retriever = make_retriever(graph, config)
-            retrieve = retriever_top_k(retriever)
+        graph = context.graph if context is not None else None
+        retrieve = retriever_top_k(context) if context is not None else None
         baseline = Baseline(method, graph, backend, retrieve, top_k=config.top_k, hops=config.graph_rag_hops,
                             token_budget=config.graph_rag_tokens)
         return lambda q: baseline.answer(q.question, qid=q.qid)
     if method in ("glm", "graphcot"):
-        agent = make_agent(method, graph, backend, config, tools=tools, options=agent_options)
+        from glmcot.agents import AgentConfig
+        from glmcot.agents.runner import make_agent
+
+        settings = {"graphcot_max_steps": config.max_steps, **(agent_options or {})}
+        agent = make_agent(method, backend, context, AgentConfig(**settings))
         return lambda q: agent.answer(q.question, qid=q.qid)
     raise SetupError(f"unknown method {method!r}")
 
 
-def retriever_top_k(retriever: Any) -> Callable[[str, int], list[str]]:
+def retriever_top_k(context: Any) -> Callable[[str, int], list[str]]:
+    """Top-k node ids for a text: the graph's vector index when it has one, else RetrieveNode (top-1)."""
+    inner = getattr(context.retrieval, "retriever", None)
+
     def top_k(text: str, k: int) -> list[str]:
-        hits = retriever.search(text, k)
-        return [h[0] if isinstance(h, tuple) else getattr(h, "node_id", h) for h in hits]
+        if inner is not None and hasattr(inner, "search"):
+            return [node_id for node_id, _score in inner.search(text, k)]
+        try:
+            return [context.retrieval.resolve(text)]
+        except LookupError:
+            return []
 
     return top_k
-
-
-def make_agent(method: str, graph: Any, backend: Any, config: EvalConfig, tools: Any = None,
-               options: dict[str, Any] | None = None) -> Any:
-    from glmcot.agents import AgentConfig, GLMAgent, GraphCoTAgent
-
-    agent_config = AgentConfig(max_steps=config.max_steps, **(options or {}))
-    cls = GLMAgent if method == "glm" else GraphCoTAgent
-    return cls(tools if tools is not None else make_tools(graph, config), backend, agent_config)
 
 
 def engine_stats(backend: Any) -> dict[str, Any] | None:
@@ -224,3 +247,15 @@ def supported_agent_options(options: dict[str, Any]) -> dict[str, Any]:
 
     names = {f.name for f in dataclasses.fields(AgentConfig)}
     return {k: v for k, v in options.items() if k in names}
+
+
+def warm_up(backend: Any) -> None:
+    """One short request to the native engine behind a backend, so the first measured question does
+    not pay for first-call setup (allocation, kernel selection)."""
+    from glmcot.llm import LLMRequest, Segment
+
+    for candidate in (getattr(backend, "inner", None), backend):
+        if candidate is not None and getattr(candidate, "engine", None) is not None:
+            candidate.complete(LLMRequest(segments=[Segment(text="Warm-up: the graph has nodes and edges.", level=4)],
+                                          max_tokens=4, metadata={"agent": "warm-up"}))
+            return
