@@ -19,3 +19,35 @@ def bare_server():
     with BackgroundServer(config, runtime) as server:
         yield server
     runtime.close()
+
+
+MODEL = "random:qwen3:tiny"
+
+
+@pytest.fixture(scope="session")
+def engine():
+    """One tiny random-weight engine shared by the tests that need one."""
+    pytest.importorskip("glmcot.engine.async_engine", reason="glmcot.engine.AsyncEngine missing")
+    from glmcot.engine import AsyncEngine, EngineConfig
+
+    engine = AsyncEngine(EngineConfig(model=MODEL, num_threads=1, kv_cache_tokens=8192))
+    yield engine
+    engine.shutdown()
+
+
+def idle(engine, timeout=20.0):
+    """Waits until the engine runs nothing and returns its stats. `AsyncEngine.stats()` is a
+    snapshot taken after each step, so a one-token request is run first to refresh it."""
+    import time
+
+    from glmcot.engine import SamplingParams
+
+    deadline = time.monotonic() + timeout
+    while True:
+        engine.submit("x", SamplingParams(max_tokens=1)).result(timeout)
+        stats = engine.stats()
+        if stats.get("running", 0) == 0 and stats.get("waiting", 0) == 0:
+            return stats
+        if time.monotonic() > deadline:
+            raise AssertionError(f"engine still busy: {stats}")
+        time.sleep(0.05)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-API_KEY = "test-key-0123"  # as in conftest.py
+from .conftest import API_KEY
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 

@@ -14,23 +14,9 @@ from glmcot.serve.config import ServeConfig
 from glmcot.serve.runtime import Runtime
 from glmcot.serve.server import BackgroundServer
 
-pytest.importorskip("glmcot.engine.async_engine", reason="glmcot.engine.AsyncEngine not landed")
-
-MODEL = "random:qwen3:tiny"
+from .conftest import MODEL, idle
 KEY = "openai-test-key"
 PROMPT = "The graph has a node called"
-
-
-@pytest.fixture(scope="module")
-def engine():
-    from glmcot.engine import AsyncEngine, EngineConfig
-
-    engine = AsyncEngine(EngineConfig(model=MODEL, num_threads=1, kv_cache_tokens=4096))
-    yield engine
-    for name in ("shutdown", "close"):
-        if hasattr(engine, name):
-            getattr(engine, name)()
-            break
 
 
 @pytest.fixture(scope="module")
@@ -44,22 +30,6 @@ def server(engine):
 @pytest.fixture()
 def client(server):
     return openai.OpenAI(base_url=server.url + "/v1", api_key=KEY, max_retries=0, timeout=60)
-
-
-def idle(engine, timeout=20.0):
-    """Waits until the engine runs nothing and returns its stats. `AsyncEngine.stats()` is a
-    snapshot taken after each step, so a one-token request is run first to refresh it."""
-    from glmcot.engine import SamplingParams
-
-    deadline = time.monotonic() + timeout
-    while True:
-        engine.submit("x", SamplingParams(max_tokens=1)).result(timeout)
-        stats = engine.stats()
-        if stats.get("running", 0) == 0 and stats.get("waiting", 0) == 0:
-            return stats
-        if time.monotonic() > deadline:
-            raise AssertionError(f"engine still busy: {stats}")
-        time.sleep(0.05)
 
 
 def test_models_lists_the_served_model(client):

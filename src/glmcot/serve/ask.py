@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
+from glmcot.llm import formats
 from glmcot.serve import errors, sse
 from glmcot.serve.schemas import (EVENT_VERSION, AskRequest, AskResponse, AskTiming, AskUsage,
                                   GraphInfo, GraphList)
@@ -60,30 +61,46 @@ EVENT_MODES = {
                 "done, because glmcot.agents offers no step callback",
     "replay": "the agent's trace is sent once the agent is done",
 }
-LLM_EVENT_NAMES = {"classify": "classification", "reason": "reasoning", "act": "snippet",
+LLM_EVENT_NAMES = {"classify": "llm", "reason": "reasoning", "act": "snippet",
                    "graphcot-thought": "thought", "graphcot-action": "action"}
 EVENT_NAMES = {"classify": "classification", "exec": "retrieval", "notebook": "notebook",
-               "graphcot-step": "step", "error": "agent-error"}
+               "graphcot-step": "step", "error": "agent-error", "result": "answer"}
 
 
 def event_view(event: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """An agent trace event (glmcot.trace/1) as an SSE event name and a light payload.
 
-    LLM calls are sent without their prompt segments (the notebook and instructions would be
-    repeated at every step); the response text says what the agent decided: the R-Agent's
-    missing information or answer, the A-Agent's snippet, Graph-CoT's thought or action.
+    LLM calls are sent without their prompt segments (instructions and notebook would repeat at
+    every step), with what the agent decided: the R-Agent's missing information ("missing") or
+    reasoning, the A-Agent's snippet, Graph-CoT's thought or action.
     """
     kind = event.get("type")
     if kind == "llm":
-        agent = str(event.get("agent") or (event.get("metadata") or {}).get("agent") or "llm")
+        metadata = event.get("metadata") or {}
+        agent = str(event.get("agent") or metadata.get("agent") or "llm")
         response = event.get("response") or {}
-        payload = {"agent": agent, "text": response.get("text"),
-                   "step": (event.get("metadata") or {}).get("step"),
-                   "prompt_tokens": response.get("prompt_tokens"),
-                   "cached_tokens": response.get("cached_tokens"),
-                   "output_tokens": response.get("output_tokens"),
-                   "latency_s": response.get("latency_s")}
-        return LLM_EVENT_NAMES.get(agent, agent), payload
+        text = response.get("text")
+        payload: dict[str, Any] = {
+            "agent": agent, "step": metadata.get("step"), "attempt": metadata.get("attempt"),
+            "text": text, "prompt_tokens": response.get("prompt_tokens"),
+            "cached_tokens": response.get("cached_tokens"),
+            "output_tokens": response.get("output_tokens"), "latency_s": response.get("latency_s")}
+        name = LLM_EVENT_NAMES.get(agent, "llm")
+        if agent == "reason" and isinstance(text, str):
+            try:
+                decision = formats.parse_reasoning(text)
+            except formats.FormatError:
+                decision = None
+            if decision is not None and decision.missing is not None:
+                name, payload["missing"] = "missing", decision.missing
+            elif decision is not None:
+                payload["answer"] = decision.answer
+        elif agent == "act" and isinstance(text, str):
+            try:
+                payload["code"] = formats.parse_code(text)
+            except formats.FormatError:
+                payload["code"] = None
+        return name, payload
     if isinstance(kind, str):
         return EVENT_NAMES.get(kind, kind), event
     return "step", event
@@ -202,6 +219,7 @@ async def _stream(state: Any, rid: str, body: AskRequest, graph: str, qid: str |
     runtime = state.runtime
     done = asyncio.wrap_future(future)
     seq = 0
+    answered = timed_out = False
     yield sse.event({"version": EVENT_VERSION, "id": rid, "qid": qid, "graph": graph,
                      "method": body.method, "policy": state.config.policy,
                      "events": mode, "events_note": EVENT_MODES[mode]}, name="start", id=seq)
@@ -215,6 +233,7 @@ async def _stream(state: Any, rid: str, body: AskRequest, graph: str, qid: str |
             if getter in waited:
                 seq += 1
                 name, payload = event_view(getter.result())
+                answered |= name == "answer"
                 yield sse.event(payload, name=name, id=seq)
             else:
                 getter.cancel()
@@ -230,13 +249,17 @@ async def _stream(state: Any, rid: str, body: AskRequest, graph: str, qid: str |
                     continue   # already sent as it happened
                 seq += 1
                 name, payload = event_view(event)
+                answered |= name == "answer"
                 yield sse.event(payload, name=name, id=seq)
         _record(state, graph, body.method, result)
         answer = _response(state, rid, body, graph, qid, result, ticket)
-        yield sse.event({"answer": answer.answer, "failure": answer.failure}, name="answer",
-                        id=seq + 1)
-        yield sse.event(answer.model_dump(mode="json"), name="result", id=seq + 2)
+        if not answered:   # agents that end their trace without a result event
+            seq += 1
+            yield sse.event({"type": "result", "answer": answer.answer,
+                             "failure": answer.failure}, name="answer", id=seq)
+        yield sse.event(answer.model_dump(mode="json"), name="result", id=seq + 1)
     except (TimeoutError, asyncio.TimeoutError):
+        timed_out = True
         runtime.cancel(future)
         state.metrics.questions.inc(graph=graph, method=body.method,
                                     policy=state.config.policy, outcome="timeout")
@@ -244,5 +267,9 @@ async def _stream(state: Any, rid: str, body: AskRequest, graph: str, qid: str |
     except Exception as exc:
         yield sse.event(_failed(exc).body(), name="error")
     finally:
-        if not done.done():   # client went away or timed out: stop the agent if it can stop
+        if not done.done():   # the client went away or timed out: stop the agent
             runtime.cancel(future)
+            if not timed_out:
+                state.metrics.questions.inc(graph=graph, method=body.method,
+                                            policy=state.config.policy,
+                                            outcome="client_disconnected")

@@ -173,18 +173,27 @@ class Runtime:
                     pass
 
 
-def build_runtime(config: ServeConfig) -> Runtime:
-    """Opens the graphs, starts the engine or connects the upstream, prepares the agents."""
-    runtime = Runtime(config=config)
-    if config.scripted is not None:
-        runtime.scripted_by_qid, runtime.scripted_by_text = load_scripted(config.scripted)
-    if config.model is not None:
-        from glmcot.engine import AsyncEngine, EngineConfig
+def build_runtime(config: ServeConfig, engine: Any = None) -> Runtime:
+    """Opens the graphs, starts the engine (or uses `engine`, which the caller then owns) or
+    connects the upstream, and prepares the agents. Cleans up if any part fails."""
+    runtime = Runtime(config=config, owns_engine=engine is None)
+    try:
+        if config.scripted is not None:
+            runtime.scripted_by_qid, runtime.scripted_by_text = load_scripted(config.scripted)
+        if engine is not None:
+            runtime.engine = engine
+        elif config.model is not None:
+            from glmcot.engine import AsyncEngine, EngineConfig
 
-        runtime.engine = AsyncEngine(EngineConfig(model=config.model, **config.engine_options))
-        runtime.bridge = EngineBridge(runtime.engine)
-    if config.graphs:
-        from glmcot.serve import agents_glue
+            runtime.engine = AsyncEngine(EngineConfig(model=config.model,
+                                                      **config.engine_options))
+        if runtime.engine is not None:
+            runtime.bridge = EngineBridge(runtime.engine)
+        if config.graphs:
+            from glmcot.serve import agents_glue
 
-        agents_glue.attach(runtime)
+            agents_glue.attach(runtime)
+    except BaseException:
+        runtime.close()
+        raise
     return runtime
