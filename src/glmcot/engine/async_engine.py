@@ -76,8 +76,7 @@ class AsyncEngine:
             self._lock.notify()
 
     def end_session(self, session_id: str) -> None:
-        """Mark a session finished. Sessions only tag requests for now; the priority-eviction
-        follow-up demotes the session's blocks here."""
+        """Mark a session finished: its P2 (notebook) blocks fall to P3 for eviction."""
         with self._lock:
             self._inbox.append(("end_session", session_id))
             self._lock.notify()
@@ -171,6 +170,7 @@ class AsyncEngine:
                 self._resolve(command[1], out)
         elif kind == "end_session":
             self._sessions_ended.append(command[1])
+            self.engine.end_session(command[1])
 
     def _resolve(self, request_id: str, out: RequestOutput | None = None, exc: BaseException | None = None) -> None:
         with self._lock:

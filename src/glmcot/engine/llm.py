@@ -27,7 +27,8 @@ class LLM:
         return self.engine.tokenizer
 
     def generate(self, prompts: Prompt | Sequence[Prompt], sampling: SamplingParams | Sequence[SamplingParams] | None = None,
-                 priorities: Sequence[int] | None = None, progress: bool = False) -> list[RequestOutput]:
+                 priorities: Sequence[int] | None = None, progress: bool = False,
+                 sessions: Sequence[str | None] | None = None) -> list[RequestOutput]:
         """Run all prompts to completion, batched; outputs come back in prompt order. A single
         str prompt or a flat token-id list counts as one prompt."""
         if isinstance(prompts, str) or (prompts and all(isinstance(t, int) for t in prompts)):
@@ -38,7 +39,8 @@ class LLM:
             raise ValueError(f"{len(prompts)} prompts but {len(params)} SamplingParams")
         for prompt in prompts:  # fail before anything runs
             self.engine.check_fits(len(self.engine.tokenize_prompt(prompt)[0]))
-        ids = [self.engine.add_request(p, s, priority=(priorities[i] if priorities else 0)).request_id
+        ids = [self.engine.add_request(p, s, priority=(priorities[i] if priorities else 0),
+                                       session=(sessions[i] if sessions else None)).request_id
                for i, (p, s) in enumerate(zip(prompts, params))]
         results: dict[str, RequestOutput] = {}
         bar = _progress(progress, len(ids))
@@ -52,6 +54,10 @@ class LLM:
             if bar:
                 bar[0].stop()
         return [results[i] for i in ids]
+
+    def end_session(self, session_id: str) -> int:
+        """The session finished: its P2 (notebook) blocks fall to P3. Returns how many."""
+        return self.engine.end_session(session_id)
 
     def stats(self) -> dict[str, Any]:
         return self.engine.stats()

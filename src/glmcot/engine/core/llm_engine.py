@@ -13,7 +13,9 @@ import torch
 
 from glmcot.engine.cache.eviction import make_eviction_policy
 from glmcot.engine.cache.kv_cache_manager import KVCacheManager
+from glmcot.engine.cache.sessions import SessionLevels
 from glmcot.engine.config import EngineConfig
+from glmcot.engine.core.chunk_reuse import ChunkReuse
 from glmcot.engine.core.detokenizer import TextStream
 from glmcot.engine.core.model_runner import ModelRunner, kv_bytes_per_token
 from glmcot.engine.core.request import Request, SegmentSpan
@@ -50,10 +52,16 @@ class LLMEngine:
             tokens = min(self._default_kv_bytes() // per_token, max(4 * limit, DEFAULT_POOL_TOKENS))
             num_blocks = max(1, tokens // bs)
         self.max_model_len = min(limit, self.model_config.max_position_embeddings, num_blocks * bs)
-        self.kv = KVCacheManager(num_blocks, bs, make_eviction_policy(config.eviction_policy),
-                                 config.enable_prefix_caching, **({"hash_fn": hash_fn} if hash_fn else {}))
-        self.scheduler = Scheduler(config, self.kv)
+        policy = make_eviction_policy(config.eviction_policy, num_blocks, config.p1_cap_fraction)
+        self.kv = KVCacheManager(num_blocks, bs, policy, config.enable_prefix_caching,
+                                 **({"hash_fn": hash_fn} if hash_fn else {}))
+        self.levels = SessionLevels(self.kv.pool)
+        self.chunks = None if config.chunk_reuse == "exact" else ChunkReuse(
+            config.chunk_reuse, config.pic_recompute_tokens, self.kv, self.levels)
+        self.scheduler = Scheduler(config, self.kv, self.chunks)
         self.runner = ModelRunner(self.model, num_blocks, bs, dtype, config.device)
+        if self.chunks:
+            self.chunks.bind(self.runner.kv_cache, self.model.rotary.cos, self.model.rotary.sin)
         self.requests: dict[str, Request] = {}
         self._ids = itertools.count()
         self._arrivals = itertools.count()
@@ -115,8 +123,13 @@ class LLMEngine:
             request.generator = torch.Generator().manual_seed(sampling.seed)
         request.stream = TextStream(self.tokenizer, ids, sampling.stop, on_delta, on_line)
         self.requests[request_id] = request
+        self.levels.begin(session)
         self.scheduler.add(request)
         return request
+
+    def end_session(self, session_id: str) -> int:
+        """The session finished: its P2 (notebook) blocks fall to P3. Returns how many."""
+        return self.levels.end_session(session_id)
 
     def new_request_id(self) -> str:
         return f"req-{next(self._ids)}"
@@ -143,8 +156,9 @@ class LLMEngine:
             return False
         pool = self.kv.pool
         for block in pool.blocks:
-            block.reset_content()
+            pool.drop_content(block)  # also re-files it as empty for level-aware policies
         pool.cached.clear()
+        pool.chunks.entries.clear()
         return True
 
     def has_unfinished(self) -> bool:
@@ -163,11 +177,19 @@ class LLMEngine:
             if request.num_computed_tokens < request.num_prompt_tokens:
                 self.num_prompt_tokens_computed += min(item.num_new_tokens, request.num_prompt_tokens - request.num_computed_tokens)
             request.num_computed_tokens += item.num_new_tokens
+            if not request.is_chunk_job:
+                rid = request.request_id
+                self.levels.tag_request(request, self.kv.req_blocks.get(rid, []), self.kv.num_cached_blocks.get(rid, 0),
+                                        self.kv.block_size)
+        if self.chunks:
+            self.chunks.after_step()
         finished = []
         if sampled:
             tokens = sample(logits.cpu(), sampled)
             now = time.monotonic()
             for request, token in zip(sampled, tokens):
+                if request.is_chunk_job:
+                    continue
                 if self._append(request, token, now):
                     finished.append(self._output(request))
         self.num_steps += 1
@@ -225,9 +247,16 @@ class LLMEngine:
         elapsed = time.monotonic() - self.started
         kv = self.kv.stats()
         queries = kv["prefix_queries_tokens"]
+        chunks = self.chunks.stats() if self.chunks else {"chunk_queries_tokens": 0, "chunk_hits_tokens": 0,
+                                                          "chunk_computed_tokens": 0, "chunk_fallbacks": 0}
         return {
             **kv,
+            **chunks,
             "prefix_hit_rate": kv["prefix_hits_tokens"] / queries if queries else 0.0,
+            "chunk_hit_rate": chunks["chunk_hits_tokens"] / queries if queries else 0.0,  # share of prompt tokens
+            "eviction_policy": self.config.eviction_policy,
+            "chunk_reuse": self.config.chunk_reuse,
+            "sessions_demoted_blocks": self.levels.num_demoted,
             "preemptions": self.scheduler.num_preemptions,
             "running": len(self.scheduler.running),
             "waiting": self.scheduler.num_waiting,

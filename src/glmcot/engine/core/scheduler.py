@@ -5,6 +5,10 @@ prefill in progress), most important first; when the pool is full it preempts th
 important running request by recompute (its blocks are freed, its hashes kept, so it re-hits
 its own prefix when it returns). The rest of the budget admits waiting requests in
 (priority, arrival) order, each starting from its longest cached prefix.
+
+With vertex-chunk reuse on (core/chunk_reuse.py), a request's keyed chunks past its prefix hit
+are copied from the chunk index when its computed prefix reaches them (no compute, no budget),
+and chunks not yet cached are computed in isolation by chunk jobs scheduled beside it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from dataclasses import dataclass
 
 from glmcot.engine.cache.kv_cache_manager import KVCacheManager
 from glmcot.engine.config import EngineConfig
+from glmcot.engine.core.chunk_reuse import ChunkReuse
 from glmcot.engine.core.request import Request, RequestStatus
 
 
@@ -35,9 +40,10 @@ class SchedulerOutput:
 
 
 class Scheduler:
-    def __init__(self, config: EngineConfig, kv: KVCacheManager) -> None:
+    def __init__(self, config: EngineConfig, kv: KVCacheManager, chunks: ChunkReuse | None = None) -> None:
         self.config = config
         self.kv = kv
+        self.chunks = chunks
         self.waiting: list[tuple[tuple[int, int], Request]] = []  # heap on (priority, arrival)
         self.running: list[Request] = []
         self.num_preemptions = 0
@@ -61,8 +67,9 @@ class Scheduler:
         i = 0
         while i < len(self.running) and budget > 0:
             request = self.running[i]
-            num_new = min(request.num_tokens - request.num_computed_tokens, budget)
-            while not self.kv.allocate_slots(request, num_new):
+            skip, cap = self.chunks.lead(request) if self.chunks else (0, None)
+            num_new = min(request.num_tokens - request.num_computed_tokens - skip, budget, cap if cap is not None else budget)
+            while not self.kv.allocate_slots(request, skip + num_new):
                 victim = self.running.pop()  # the least important not yet scheduled (or itself)
                 self._preempt(victim)
                 preempted.append(victim)
@@ -70,7 +77,10 @@ class Scheduler:
                     break
             if request.status != RequestStatus.RUNNING:
                 break
-            scheduled.append(ScheduledRequest(request, num_new))
+            if skip:
+                self.chunks.copy(request, skip)
+            if num_new > 0:
+                scheduled.append(ScheduledRequest(request, num_new))
             budget -= num_new
             i += 1
 
@@ -81,13 +91,23 @@ class Scheduler:
                 heapq.heappop(self.waiting)
                 continue
             computed, num_hit = self.kv.get_computed_blocks(request)
-            remaining = request.num_tokens - num_hit
+            skip, cap = 0, None
+            if self.chunks:
+                request.num_computed_tokens = num_hit
+                self.chunks.plan(request, num_hit)
+                skip, cap = self.chunks.lead(request)
+                request.num_computed_tokens = 0
+            remaining = request.num_tokens - num_hit - skip
             if remaining > budget and not self.config.enable_chunked_prefill:
                 if scheduled or remaining <= self.config.max_num_batched_tokens:
                     break
                 # A prompt longer than the whole budget still has to run: give it one step alone.
             num_new = min(remaining, budget) if self.config.enable_chunked_prefill else remaining
-            if not self.kv.allocate_slots(request, num_new, computed):
+            if cap is not None:
+                num_new = min(num_new, cap)
+            if not self.kv.allocate_slots(request, skip + num_new, computed):
+                if self.chunks:
+                    self.chunks.release(request)
                 break
             heapq.heappop(self.waiting)
             self.kv.record_lookup(request.num_tokens, num_hit)
@@ -99,11 +119,20 @@ class Scheduler:
                 request.metrics.queue_time = request.metrics.first_scheduled_time - request.metrics.arrival_time
             request.status = RequestStatus.RUNNING
             self.running.append(request)
-            scheduled.append(ScheduledRequest(request, num_new))
+            if self.chunks:
+                for job in self.chunks.start_jobs(request):
+                    scheduled.append(ScheduledRequest(job, job.num_tokens))
+                    budget -= job.num_tokens
+                if skip:
+                    self.chunks.copy(request, skip)
+            if num_new > 0:
+                scheduled.append(ScheduledRequest(request, num_new))
             budget -= num_new
         return SchedulerOutput(scheduled, preempted)
 
     def _preempt(self, request: Request) -> None:
+        if self.chunks:
+            self.chunks.release(request)
         self.kv.free(request)
         request.num_computed_tokens = 0
         request.num_preemptions += 1
@@ -115,6 +144,8 @@ class Scheduler:
         request.finish_reason = reason
         if request in self.running:
             self.running.remove(request)
+        if self.chunks:
+            self.chunks.release(request)
         self.kv.free(request)
 
     def abort(self, request: Request) -> None:

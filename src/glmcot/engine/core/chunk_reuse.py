@@ -1,0 +1,221 @@
+"""Vertex-chunk KV reuse at any prompt position (chunk_reuse = pic | pic0).
+
+A keyed segment (a vertex chunk) is position independent: its KV is always the chunk computed
+in isolation (positions 0..n-1, nothing before it), stored in whole blocks of its own in the
+block pool and indexed by key (cache/chunk_index.py). When a prompt holds the chunk at position
+p, the cached rows are copied into the request's own blocks with the keys re-rotated by p. RoPE
+depends only on relative positions, so this equals computing the isolated chunk at p (exact up
+to the float32 rotary tables); values are copied as they are. The copy costs memory for the
+duration of the request, but keeps attention, the model and the prefix cache untouched.
+
+The first time a key is seen (or after it was evicted) an internal prefill-only request (a
+"chunk job") computes it in isolation in the same step as the request's first tokens; the
+request copies it in the next step. So, in pic/pic0 modes, a keyed chunk always gets its
+isolated KV, whether it was cached or not: outputs do not depend on the cache state.
+
+`pic` recomputes the first k tokens of each chunk in the context of the prompt (EPIC's
+LegoLink: the isolated chunk's first tokens act as a spurious attention sink); `pic0` reuses the
+whole chunk. The prompt's last token is always computed (it gives the logits).
+
+Progress stays a contiguous prefix: a request computes its gaps between reused ranges one step
+each; when its computed prefix reaches a reused range, the range is copied and skipped.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import torch
+
+from glmcot.engine.cache.chunk_index import ChunkEntry
+from glmcot.engine.cache.kv_cache_manager import KVCacheManager
+from glmcot.engine.cache.sessions import SessionLevels
+from glmcot.engine.core.request import Request, SegmentSpan
+from glmcot.engine.sampling_params import SamplingParams
+
+
+@dataclass(eq=False)
+class ChunkUse:
+    key: str
+    level: int
+    session: str | None
+    start: int  # prompt position of the chunk's first token
+    reuse_start: int  # first position copied from the cache (start + tokens recomputed in context)
+    end: int  # end of the copied range (exclusive)
+    token_ids: tuple[int, ...]
+    entry: ChunkEntry | None = None  # set once the isolated KV exists
+    hit: bool = False  # found in the index (not computed for this request)
+    holding: bool = False  # holds one reference on each of the entry's blocks
+    done: bool = False
+
+    @property
+    def num_reused(self) -> int:
+        return self.end - self.reuse_start
+
+
+def shift_keys(keys: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate post-RoPE keys by a further angle (neox half-split layout), in float32."""
+    k = keys.float()
+    half = k.shape[-1] // 2
+    rotated = torch.cat((-k[..., half:], k[..., :half]), dim=-1)
+    return (k * cos + rotated * sin).to(keys.dtype)
+
+
+class ChunkReuse:
+    def __init__(self, mode: str, recompute_tokens: int, kv: KVCacheManager, levels: SessionLevels) -> None:
+        if mode not in ("pic", "pic0"):
+            raise ValueError(f"chunk reuse mode must be pic or pic0, got {mode!r}")
+        self.mode = mode
+        self.recompute = recompute_tokens if mode == "pic" else 0
+        self.kv, self.pool, self.levels = kv, kv.pool, levels
+        self.kv_cache: torch.Tensor | None = None
+        self.cos: torch.Tensor | None = None
+        self.sin: torch.Tensor | None = None
+        self._jobs: dict[str, Request] = {}  # key -> job computing it in this step
+        self._waiters: dict[str, list[ChunkUse]] = {}
+        self._ids = itertools.count()
+        self.queries_tokens = 0  # tokens of keyed chunks that were to be reused
+        self.hits_tokens = 0  # ... and were found in the index
+        self.computed_tokens = 0  # tokens computed by chunk jobs
+        self.fallbacks = 0  # chunks computed in context because the pool had no room for a job
+
+    def bind(self, kv_cache: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> None:
+        """The engine's KV tensor [layers, 2, blocks, block_size, kv_heads, dim] and rotary tables."""
+        self.kv_cache, self.cos, self.sin = kv_cache, cos, sin
+
+    # ---- admission ----------------------------------------------------------------------------
+    def plan(self, request: Request, num_hit: int) -> list[ChunkUse]:
+        """The request's keyed chunks past its prefix hit; hits take a reference at once."""
+        uses = []
+        last = request.num_prompt_tokens - 1
+        for span in sorted(request.spans, key=lambda s: s.start):
+            if span.key is None or span.start < num_hit:
+                continue
+            reuse_start = span.start + min(self.recompute, span.end - span.start)
+            end = min(span.end, last)
+            if end <= reuse_start:
+                continue
+            tokens = tuple(request.all_token_ids[span.start : span.end])
+            use = ChunkUse(span.key, span.level, request.session, span.start, reuse_start, end, tokens)
+            entry = self.pool.chunks.lookup(span.key, tokens)
+            if entry is not None:
+                self.pool.touch(entry.blocks)
+                use.entry, use.hit, use.holding = entry, True, True
+            uses.append(use)
+        request.chunk_uses = uses
+        return uses
+
+    def lead(self, request: Request) -> tuple[int, int | None]:
+        """(tokens at the head of the uncomputed part that can be copied now, how many tokens
+        may be computed after them before the next reused range; None = no limit)."""
+        pos = skip_to = request.num_computed_tokens
+        for use in request.chunk_uses:
+            if use.done or use.reuse_start < skip_to:
+                continue
+            if use.reuse_start == skip_to and use.entry is not None:
+                skip_to = use.end
+                continue
+            return skip_to - pos, use.reuse_start - skip_to
+        return skip_to - pos, None
+
+    def start_jobs(self, request: Request) -> list[Request]:
+        """Chunk jobs for the request's misses (computed this step); a miss that finds no room
+        in the pool is dropped and computed in context instead."""
+        jobs = []
+        bs = self.kv.block_size
+        for use in list(request.chunk_uses):
+            self.queries_tokens += use.num_reused
+            if use.hit:
+                use.entry.hits += 1
+                self.hits_tokens += use.num_reused
+                self.levels.claim_blocks(use.entry.blocks, use.level, use.session)
+                continue
+            if use.key in self._jobs:
+                self._waiters[use.key].append(use)
+                continue
+            need = -(-len(use.token_ids) // bs)
+            if need > self.pool.num_free_blocks:
+                request.chunk_uses.remove(use)
+                self.fallbacks += 1
+                continue
+            job = Request(f"chunk-{next(self._ids)}", list(use.token_ids), SamplingParams(max_tokens=0),
+                          [SegmentSpan(0, len(use.token_ids), use.level, use.key)], request.priority, request.session)
+            job.is_chunk_job = True
+            self.kv.req_blocks[job.request_id] = self.pool.get_new_blocks(need)
+            self._jobs[use.key], self._waiters[use.key] = job, [use]
+            self.computed_tokens += len(use.token_ids)
+            jobs.append(job)
+        return jobs
+
+    def after_step(self) -> None:
+        """Index the chunks computed in this step and hand them to the requests waiting on them."""
+        for key, job in self._jobs.items():
+            blocks = self.kv.req_blocks.pop(job.request_id)
+            entry = ChunkEntry(key, tuple(job.all_token_ids[: job.num_prompt_tokens]), blocks)
+            for stale in self.pool.chunks.register(entry):
+                self.pool.drop_content(stale)
+            waiters = [u for u in self._waiters.get(key, []) if not u.done]
+            for i, use in enumerate(waiters):
+                if i:  # the job's own allocation is the first waiter's reference
+                    self.pool.touch(blocks)
+                use.entry, use.holding = entry, True
+                self.levels.claim_blocks(blocks, use.level, use.session)
+            if not waiters:
+                self.levels.claim_blocks(blocks, job.spans[0].level, job.session)
+                self.pool.free(reversed(blocks))
+        self._jobs.clear()
+        self._waiters.clear()
+
+    # ---- progress -----------------------------------------------------------------------------
+    def copy(self, request: Request, num_tokens: int) -> None:
+        """Copy the reused ranges in the next `num_tokens` positions (as `lead` reported them)
+        into the request's blocks and count them as computed."""
+        start = request.num_computed_tokens
+        stop = start + num_tokens
+        for use in request.chunk_uses:
+            if not use.done and start <= use.reuse_start < stop:
+                self._copy(request, use)
+                use.done = True
+                if use.hit and request.num_preemptions == 0:
+                    request.num_cached_tokens += use.num_reused
+                self._release(use)
+        request.chunk_uses = [u for u in request.chunk_uses if not u.done]
+        request.num_computed_tokens = stop
+
+    def release(self, request: Request) -> None:
+        """The request stops (finished, aborted, preempted): drop its references."""
+        for use in request.chunk_uses:
+            use.done = True
+            self._release(use)
+        request.chunk_uses = []
+
+    def _release(self, use: ChunkUse) -> None:
+        if use.holding:
+            self.pool.free(reversed(use.entry.blocks))
+            use.holding = False
+
+    @torch.inference_mode()
+    def _copy(self, request: Request, use: ChunkUse) -> None:
+        if self.kv_cache is None:
+            raise RuntimeError("ChunkReuse.bind() was not called")
+        bs = self.kv.block_size
+        dev = self.kv_cache.device
+        first = use.reuse_start - use.start
+        offsets = torch.arange(first, first + use.num_reused)
+        source_blocks = torch.tensor([b.block_id for b in use.entry.blocks])
+        source = source_blocks[offsets // bs] * bs + offsets % bs
+        positions = torch.arange(use.reuse_start, use.end)
+        table = torch.tensor(self.kv.block_ids(request))
+        target = table[positions // bs] * bs + positions % bs
+        source, target = source.to(dev), target.to(dev)
+        layers, _, num_blocks, block_size, heads, dim = self.kv_cache.shape
+        flat = self.kv_cache.view(layers, 2, num_blocks * block_size, heads, dim)
+        keys = flat[:, 0].index_select(1, source)
+        values = flat[:, 1].index_select(1, source)
+        flat[:, 0].index_copy_(1, target, shift_keys(keys, self.cos[use.start], self.sin[use.start]))
+        flat[:, 1].index_copy_(1, target, values)
+
+    def stats(self) -> dict[str, int]:
+        return {"chunk_queries_tokens": self.queries_tokens, "chunk_hits_tokens": self.hits_tokens,
+                "chunk_computed_tokens": self.computed_tokens, "chunk_fallbacks": self.fallbacks}
