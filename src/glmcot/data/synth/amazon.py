@@ -10,7 +10,7 @@ from glmcot.data.synth.core import (SynthGraph, choose, counts_per_node, dedupe,
 from glmcot.data.words import pairs, words
 
 TINY_UNITS = 900
-EDGES_PER_UNIT = 26.0
+EDGES_PER_UNIT = 15.5     # stored edges per item (measured at the small scale)
 
 _ASIN_CHARS = np.array(list("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"))
 

@@ -10,7 +10,7 @@ from glmcot.data.synth.core import (SynthGraph, choose, counts_per_node, dedupe,
 from glmcot.data.words import words
 
 TINY_UNITS = 1000
-EDGES_PER_UNIT = 54.0
+EDGES_PER_UNIT = 28.0     # stored edges per node (measured at the small scale)
 
 # Share of all nodes per type (Hetionet proportions, genes trimmed) and tiny-scale minimums.
 _SHARE = {"Anatomy": 0.012, "Biological_Process": 0.12, "Cellular_Component": 0.03,

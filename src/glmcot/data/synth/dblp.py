@@ -12,14 +12,22 @@ from glmcot.data.synth.core import (SynthGraph, choose, counts_per_node, dedupe,
 from glmcot.data.words import words
 
 TINY_UNITS = 600          # papers at tiny scale (about 1k nodes)
-EDGES_PER_UNIT = 22.0     # stored edges per paper (calibrated on the small scale)
+EDGES_PER_UNIT = 16.1     # stored edges per paper (measured at the small scale)
 
 _PATTERNS = (
     "{M} {T} for {T2}", "{M} {T} with {T2}", "Towards {M} {T}", "{T} via {M} {T2}",
-    "A Survey on {T}", "On the Limits of {M} {T}", "{M} {T}: A Case Study in {T2}",
+    "A Survey on {M} {T}", "On the Limits of {M} {T}", "{M} {T}: A Case Study in {T2}",
     "Learning {T} from {T2}", "{T} Meets {T2}", "An {M} Approach to {T}",
     "{M} and {M2} {T} in {T2}", "Improving {T} Using {M} {T2}",
 )
+_SUFFIXES = (" under Noisy Labels", " for Edge Devices", " in Heterogeneous Networks", " at Scale",
+             ": Theory and Practice", " with Limited Supervision", " in the Wild", " for Smart Cities",
+             " with Provable Guarantees", " under Uncertainty", " for Healthcare Applications",
+             " in Dynamic Environments", ": An Empirical Study", " with Applications to Robotics",
+             " for Low-Resource Settings", " in Industrial Systems", " using Transformers",
+             " over Encrypted Data", " on Multicore Processors", " for 5G Networks",
+             " with Graph Embeddings", " in Autonomous Driving", " for Remote Sensing Images",
+             " on Resource-Constrained Hardware", ": A Benchmark", " with Human Feedback")
 _VARIANTS = (" Revisited", " (Extended Abstract)", ": Extended Version", " - Part II", "",
              " Using Deep Learning", " for Mobile Devices")
 
@@ -28,12 +36,22 @@ def _titles(rng: np.random.Generator, n: int) -> list[str]:
     methods, topics = words("cs_methods"), words("cs_topics")
     pat = rng.integers(0, len(_PATTERNS), n)
     m1, m2 = rng.integers(0, len(methods), n), rng.integers(0, len(methods), n)
-    tp = popularity(rng, len(topics), 0.7)
-    t1, t2 = choose(rng, tp, n), choose(rng, tp, n)
+    tp = popularity(rng, len(topics), 0.25)
+    suffix_kind = rng.random(n)
+    suffix = rng.integers(0, len(_SUFFIXES), n)
+    t3, m3 = rng.integers(0, len(topics), n), rng.integers(0, len(methods), n)
+    t1 = choose(rng, tp, n)
+    t2 = (t1 + rng.integers(1, len(topics), n)) % len(topics)     # never the same topic twice
     out = []
     for i in range(n):
         text = _PATTERNS[pat[i]].format(M=methods[m1[i]], M2=methods[m2[i]].lower(),
                                         T=topics[t1[i]], T2=topics[t2[i]])
+        if suffix_kind[i] < 0.25:
+            text += _SUFFIXES[suffix[i]]
+        elif suffix_kind[i] < 0.55:
+            text += f" for {topics[t3[i]]}"
+        elif suffix_kind[i] < 0.85:
+            text += f" via {methods[m3[i]]} {topics[t3[i]]}"
         out.append(re.sub(r"\bAn ([^AEIOU])", r"A \1", text))
     # Near-duplicates, as in real data: some papers reuse another title with a small change.
     dup = np.flatnonzero(rng.random(n) < 0.04)
@@ -51,9 +69,9 @@ def _person_names(rng: np.random.Generator, n: int) -> list[str]:
     style = rng.random(n)
     out = []
     for i in range(n):
-        if style[i] < 0.15:
+        if style[i] < 0.35:
             out.append(f"{first[f[i]]} {chr(65 + initial[i])}. {last[la[i]]}")
-        elif style[i] < 0.22:
+        elif style[i] < 0.42:
             out.append(f"{first[f[i]][0]}. {last[la[i]]}")
         else:
             out.append(f"{first[f[i]]} {last[la[i]]}")

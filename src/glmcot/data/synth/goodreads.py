@@ -11,7 +11,7 @@ from glmcot.data.synth.dblp import _person_names
 from glmcot.data.words import words
 
 TINY_UNITS = 600
-EDGES_PER_UNIT = 14.0
+EDGES_PER_UNIT = 10.0     # stored edges per book (measured at the small scale)
 
 _LANGS = ("eng", "eng", "eng", "eng", "eng", "en-US", "en-GB", "spa", "fre", "ger", "ita", "ara")
 _COUNTRY = ("US", "US", "US", "GB", "CA", "AU")
@@ -65,6 +65,8 @@ def build(rng: np.random.Generator, units: int) -> SynthGraph:
     titles, descriptions = [], []
     for i in range(n_book):
         base = _title(rng, patterns, vocab)
+        if rng.random() < 0.75:   # subtitles keep titles varied at large scales
+            base += f": {_title(rng, patterns, vocab)}"
         if series_of[i] >= 0:
             base = f"{base} ({series_titles[series_of[i]]}, #{number_in[i]})"
         titles.append(base)

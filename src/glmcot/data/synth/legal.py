@@ -10,7 +10,7 @@ from glmcot.data.synth.core import (SynthGraph, choose, counts_per_node, dedupe,
 from glmcot.data.words import pairs, words
 
 TINY_UNITS = 420
-EDGES_PER_UNIT = 16.0
+EDGES_PER_UNIT = 11.9     # stored edges per opinion (measured at the small scale)
 
 _REPORTERS = ("f. 3d", "f. supp. 2d", "b. r.", "so. 2d", "p. 2d", "n. w. 2d", "s. w. 3d", "kan.",
               "pa. superior ct.", "mich. app.", "u. s.", "a. 2d", "n. e. 2d")
@@ -100,7 +100,10 @@ def build(rng: np.random.Generator, units: int) -> SynthGraph:
         for k in range(int(rng.integers(1, 3))):
             topic = topics[int(rng.integers(0, len(topics)))]
             holding = holdings[int(rng.integers(0, len(holdings)))].format(A=topic)
-            parts.append(f"< p > {k + 1}. {topic} — {holding}. < / p >")
+            cited = (f"{last[int(rng.integers(0, len(last)))].lower()} v. "
+                     f"{last[int(rng.integers(0, len(last)))].lower()}, {int(rng.integers(1, 999))} "
+                     f"{_REPORTERS[int(rng.integers(0, len(_REPORTERS)))]} {int(rng.integers(1, 1500))}")
+            parts.append(f"< p > {k + 1}. {topic} — {holding}. {cited}, followed. < / p >")
         syllabi.append(" ".join(parts))
     g.set_nodes("opinion_cluster", [f"opc-{x}" for x in dk_ids[n_dk:n_dk + n_cl]], {
         "syllabus": syllabi, "judges": judges, "case_name": [case[d] for d in docket_of],

@@ -252,7 +252,7 @@ def venue_of_collaboration(c: Ctx, i: int) -> Instance:
                     {"name": c.id("author", i), "name2": c.id("author", b)})
 
 
-def _bfs(c: Ctx, start: int, limit: bool, max_hops: int = 5, max_seen: int = 4000) -> dict[int, int]:
+def _bfs(c: Ctx, start: int, limit: bool, max_hops: int = 5, max_seen: int = 1500) -> dict[int, int]:
     """Hop distance in the co-author graph; neighbour lists cut to the primitive's bound if
     `limit` (so the gold plan, which only sees bounded lists, finds the same distance)."""
     def nbrs(t: str, rel: str, x: int):
@@ -269,8 +269,8 @@ def _bfs(c: Ctx, start: int, limit: bool, max_hops: int = 5, max_seen: int = 400
                     if b not in dist:
                         dist[b] = hop
                         nxt.append(b)
-        if len(dist) > max_seen:
-            raise Reject("neighbourhood too large")
+                if len(dist) > max_seen:
+                    raise Reject("neighbourhood too large")
         frontier = nxt
     return dist
 
