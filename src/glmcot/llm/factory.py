@@ -19,7 +19,8 @@ def make_backend(spec: str, **options: Any) -> LLMBackend:
       questions.jsonl path, records, or qid -> record) and, for Graph-CoT, ``code_runner=``.
     - ``scripted+native:MODEL``: the scripted policy force-decoded through the native engine.
     - ``openai:URL`` / ``openai-completions:URL``: an OpenAI-compatible server (chat or completions);
-      options: model, api_key, timeout_s, max_retries, stream, extra_body.
+      options: model, api_key, timeout_s, max_retries, stream, extra_body, tokenizer (a local
+      tokenizer directory for counting when the server reports no usage; default Qwen).
     - ``native:MODEL``: the in-process engine; options go to EngineConfig.
     - ``replay:FILE``: recorded calls or question traces.
 
@@ -56,6 +57,12 @@ def _build(spec: str, options: dict[str, Any]) -> LLMBackend:
         from glmcot.llm.openai_backend import OpenAIBackend
 
         mode = "completions" if kind == "openai-completions" else options.pop("mode", "chat")
+        tokenizer = options.pop("tokenizer", None)
+        if tokenizer and "counter" not in options:
+            # Count with the served model's own tokenizer when the server reports no usage.
+            from glmcot.llm.tokens import HFTokenCounter
+
+            options["counter"] = HFTokenCounter(str(tokenizer))
         allowed = {"model", "api_key", "timeout_s", "max_retries", "backoff_s", "stream", "system_prompt", "extra_body", "counter"}
         return OpenAIBackend(rest, mode=mode, **{k: v for k, v in options.items() if k in allowed})
     if kind == "native":
