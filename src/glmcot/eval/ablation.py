@@ -146,7 +146,7 @@ def run_ablation(datasets: dict[str, Path], questions: dict[str, list[Question]]
 
 
 def run_ablation_command(*, out: Path, model: str, questions: int | None, quick: bool, config: EvalConfig,
-                         quiet: bool = False) -> dict[str, Any]:
+                         quiet: bool = False, domains: list[str] | None = None) -> dict[str, Any]:
     """`glmcot bench ablation`: synthetic domains (cached), the same questions for every variant."""
     from datetime import datetime, timezone
 
@@ -161,7 +161,7 @@ def run_ablation_command(*, out: Path, model: str, questions: int | None, quick:
     quiet_libraries()
     console.print(f"[bold yellow]{SCRIPTED_NOTICE}[/]")
     config = dataclasses.replace(config, model=model)
-    domains = ["dblp", "amazon"] if quick else ["dblp", "amazon", "goodreads", "biomedical", "legal"]
+    domains = domains or (["dblp", "amazon"] if quick else ["dblp", "amazon", "goodreads", "biomedical", "legal"])
     per_domain = questions or (3 if quick else 8)
     datasets = {d: ensure_dataset(d, DEMO_SCALE, DEMO_SEED, config.cache_dir) for d in domains}
     chosen = {d: pick_questions(load_questions(p / "questions.jsonl"), per_domain) for d, p in datasets.items()}

@@ -21,32 +21,72 @@ def _as_dict(result: Any) -> dict[str, Any]:
     return {k: getattr(result, k) for k in dir(result) if not k.startswith("_") and not callable(getattr(result, k))}
 
 
-def _short(value: Any, limit: int = 400) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+def _one_line(text: Any, limit: int = 300) -> str:
+    text = "" if text is None else str(text)
+    text = text.replace("\n", " \u23ce ")
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def trace_rows(events: list[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
+    """(event, detail, tokens, seconds) per trace event (glmcot.trace/1, see agents/records.py)."""
+    rows: list[tuple[str, str, str, str]] = []
+    for event in events:
+        event = _as_dict(event)
+        kind = str(event.get("type") or event.get("event") or "")
+        if kind == "llm":
+            response = event.get("response") or {}
+            meta = event.get("metadata") or {}
+            label = f"LLM {event.get('agent') or meta.get('agent')} (step {meta.get('step', 0)}"
+            label += f", retry {meta['attempt']})" if meta.get("attempt") else ")"
+            tokens = (f"{response.get('prompt_tokens', 0)} in ({response.get('cached_tokens', 0)} cached) / "
+                      f"{response.get('output_tokens', 0)} out")
+            seconds = response.get("latency_s")
+            rows.append((label, "reply: " + _one_line(response.get("text")), tokens,
+                         f"{seconds:.3f}" if isinstance(seconds, (int, float)) else ""))
+        elif kind == "exec":
+            result = event.get("result") or {}
+            outcome = ("output: " + _one_line(result.get("output"))) if result.get("ok") else \
+                ("error: " + _one_line(result.get("error")))
+            prefetched = event.get("prefetched") or []
+            extra = f"\nRetrieveNode started while decoding: {', '.join(map(str, prefetched))}" if prefetched else ""
+            seconds = result.get("seconds") or result.get("elapsed_s")
+            rows.append((f"snippet (step {event.get('step', 0)})", f"{event.get('code', '')}\n{outcome}{extra}", "",
+                         f"{seconds:.3f}" if isinstance(seconds, (int, float)) else ""))
+        elif kind == "notebook":
+            added = [str(a) for a in event.get("added") or []]
+            chunks = sum(1 for a in added if a.startswith("vertex:"))
+            facts = [a for a in added if not a.startswith("vertex:")]
+            rows.append(("notebook", f"+{len(facts)} fact(s), +{chunks} vertex chunk(s)", "", ""))
+        elif kind == "classify":
+            label = "deterministic (one lookup)" if event.get("deterministic") else "non-deterministic (multi-step)"
+            rows.append(("classify", label + ("" if event.get("parsed", True) else " (reply unreadable)"), "", ""))
+        elif kind == "graphcot-step":
+            rows.append((f"Graph-CoT step {event.get('step')}",
+                         f"Thought: {_one_line(event.get('thought'))}\nAction: {_one_line(event.get('action'))}\n"
+                         f"Observation: {_one_line(event.get('observation'))}", "", ""))
+        elif kind == "error":
+            rows.append(("error", f"{event.get('where')}: {_one_line(event.get('message'))}", "", ""))
+        elif kind == "result":
+            rows.append(("result", f"answer: {_one_line(event.get('answer'))}"
+                         + (f"\nfailure: {event['failure']}" if event.get("failure") else ""), "", ""))
+        else:
+            rows.append((kind or "event", _one_line(json.dumps(event, default=str)), "", ""))
+    return rows
+
+
 def render_trace(events: list[dict[str, Any]]):
-    """A table of trace events: step, agent/kind, what was sent or run, what came back, cost."""
     from rich.table import Table
 
     table = Table(title="trace", title_justify="left", header_style="bold", show_lines=True)
-    for header in ("#", "event", "detail", "tokens", "time s"):
-        table.add_column(header, justify="right" if header in ("#", "tokens", "time s") else "left",
-                         overflow="fold")
-    for number, event in enumerate(events, 1):
-        event = _as_dict(event)
-        kind = str(event.get("event") or event.get("kind") or event.get("type") or "")
-        agent = event.get("agent")
-        label = f"{kind} {agent}".strip() if agent else kind
-        hidden = {"event", "kind", "type", "agent", "prompt_tokens", "cached_tokens", "output_tokens",
-                  "latency_s", "time_s", "duration_s", "t"}
-        detail = "\n".join(f"{k}: {_short(v)}" for k, v in event.items() if k not in hidden and v not in (None, "", []))
-        tokens = ""
-        if event.get("prompt_tokens") is not None:
-            tokens = f"{event.get('prompt_tokens')} in ({event.get('cached_tokens') or 0} cached) / {event.get('output_tokens') or 0} out"
-        seconds = event.get("latency_s") or event.get("time_s") or event.get("duration_s")
-        table.add_row(str(number), label, detail, tokens, f"{seconds:.3f}" if isinstance(seconds, (int, float)) else "")
+    table.add_column("#", justify="right")
+    table.add_column("event", no_wrap=True)
+    table.add_column("detail", overflow="fold")
+    table.add_column("tokens", justify="right")
+    table.add_column("time s", justify="right")
+    from rich.text import Text
+
+    for number, row in enumerate(trace_rows(events), 1):
+        table.add_row(str(number), *(Text(cell) for cell in row))  # Text: brackets are not markup
     return table
 
 
@@ -73,7 +113,10 @@ def ask(question: str, graph_path: Path, method: str, config: EvalConfig, *, tra
     if trace:
         console.print(render_trace(list(data.get("trace") or [])))
     answer = data.get("answer")
-    console.print(f"[bold]answer:[/] {answer if answer not in (None, '') else '(no answer)'}", highlight=False)
+    from rich.markup import escape
+
+    console.print(f"[bold]answer:[/] {escape(str(answer)) if answer not in (None, '') else '(no answer)'}",
+                  highlight=False)
     summary = (f"{data.get('llm_calls', 0)} LLM calls, {data.get('prompt_tokens', 0)} prompt tokens "
                f"({data.get('cached_tokens', 0)} cached), {data.get('output_tokens', 0)} output tokens, "
                f"{(data.get('latency_s') or 0):.2f} s")

@@ -40,7 +40,9 @@ def _errors() -> Iterator[None]:
 
         known = (UsageError, ConfigError, QuestionFileError, SetupError, FileNotFoundError, NotADirectoryError)
         message = str(exc) if isinstance(exc, known) else f"{type(exc).__name__}: {exc}"
-        Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+        from rich.markup import escape
+
+        Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False, markup=True)
         raise typer.Exit(2 if isinstance(exc, known) else 1) from None
 
 
@@ -187,19 +189,29 @@ def register(app: typer.Typer) -> None:
         quick: bool = typer.Option(False, "--quick", help="A small run of each benchmark."),
         out: Path = typer.Option(Path("runs/bench"), "--out", help="Folder for the JSON results."),
         model: str = typer.Option("random:qwen3:tiny", help="Engine model for the ablation."),
-        questions: Optional[int] = typer.Option(None, "--questions", "-n", min=1, help="Ablation: questions per domain."),
+        questions: Optional[int] = typer.Option(None, "--questions", "-n", min=1, help="Ablation: questions per domain [8; 3 with --quick]."),
+        domains: Optional[str] = typer.Option(None, help="Ablation: comma-separated domains [all five; dblp,amazon with --quick]."),
+        concurrency: Optional[int] = typer.Option(None, help="Ablation: questions in flight [default 4]."),
         as_json: bool = typer.Option(False, "--json", help="Print the collected results as JSON."),
         config_file: Optional[Path] = typer.Option(None, "--config", help=_CONFIG_HELP),
     ) -> None:
-        """Run the project's benchmarks (each prints a table and writes JSON)."""
+        """Run the project's benchmarks (each prints a table and writes JSON); `ablation` is GLM
+        with each co-design feature off in turn against Graph-CoT on an LRU prefix cache."""
         with _errors():
-            from glmcot.eval.bench import run_bench
-
             if which not in BENCHES:
                 raise typer.BadParameter(f"unknown benchmark {which!r}; choose from {', '.join(BENCHES)}",
                                          param_hint="WHICH")
-            config = _config({}, config_file)
+            chosen = None
+            if domains is not None:
+                chosen = [d.strip() for d in domains.split(",") if d.strip()]
+                unknown = [d for d in chosen if d not in DOMAINS]
+                if unknown or not chosen:
+                    raise typer.BadParameter(f"unknown domain(s) {', '.join(unknown) or '(none)'}; choose from "
+                                             f"{', '.join(DOMAINS)}", param_hint="--domains")
+            config = _config({"concurrency": concurrency}, config_file)
+            from glmcot.eval.bench import run_bench
+
             result = run_bench(which, quick=quick, out=out, model=model, questions=questions, config=config,
-                               quiet=as_json)
+                               quiet=as_json, domains=chosen)
             if as_json:
                 _print_json(result)
