@@ -114,3 +114,11 @@ def test_graphcot_token_cap(context, scripted, records):
     result = GraphCoTAgent(scripted, context, AgentConfig(domain="dblp", graphcot_token_cap=100)).answer(records[0]["question"], "t-0")
     assert result.failure == "step_limit" and "tokens" in result.failure_detail
     assert result.llm_calls == 0
+
+
+def test_unexpected_backend_exceptions_become_backend_errors(context, scripted, records):
+    fuzz = Fuzz(scripted, "classify", ValueError("prompt too long for the KV pool"))
+    for agent in (GLMAgent(fuzz, context), GraphCoTAgent(Fuzz(scripted, "graphcot-thought", ValueError("boom")), context)):
+        result = agent.answer(records[0]["question"], "t-0")
+        assert result.failure == "backend_error"
+        assert "ValueError" in result.failure_detail

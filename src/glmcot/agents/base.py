@@ -8,7 +8,7 @@ import uuid
 from typing import Callable
 
 from glmcot.agents.records import QuestionResult
-from glmcot.llm import LLMBackend, LLMRequest, LLMResponse, Segment
+from glmcot.llm import LLMBackend, LLMError, LLMRequest, LLMResponse, Segment
 from glmcot.llm.replay import prompt_hash
 
 
@@ -73,7 +73,12 @@ class QuestionRun:
             metadata=metadata,
             on_line=on_line,
         )
-        response = self.backend.complete(request)
+        try:
+            response = self.backend.complete(request)
+        except LLMError:
+            raise
+        except Exception as error:  # e.g. the engine refusing a prompt that can never fit
+            raise LLMError(f"{type(error).__name__}: {error}") from error
         result = self.result
         result.llm_calls += 1
         result.calls_by_agent[agent] = result.calls_by_agent.get(agent, 0) + 1

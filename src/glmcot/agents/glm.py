@@ -18,7 +18,7 @@ from glmcot.agents.context import AgentContext
 from glmcot.agents.notebook import Notebook
 from glmcot.agents.records import QuestionResult
 from glmcot.agents.retrieval import PipelineHook
-from glmcot.agents.sandbox import ExecutionResult
+from glmcot.agents.sandbox import ExecutionResult, SandboxError
 from glmcot.llm import SHARED_PROMPT, TRANSIENT, LLMBackend, LLMError, Segment
 from glmcot.llm import formats
 
@@ -58,6 +58,8 @@ class GLMAgent:
             return run.finish("", failure)
         except LLMError as error:
             return run.finish("", QuestionFailed("backend_error", str(error)))
+        except SandboxError as error:
+            return run.finish("", QuestionFailed("code_error", f"sandbox: {error}"))
 
     # -- agents ---------------------------------------------------------------------------------
 
