@@ -16,7 +16,7 @@ and checks that each method's answer equals what the gold plan prints on this gr
 
     python benchmarks/agents.py                                   # 5 domains, tiny graphs
     python benchmarks/agents.py --domains dblp --per-template 2 --retriever lexical
-    python benchmarks/agents.py --backend scripted+native:random:qwen3:tiny --pipelining-ablation
+    python benchmarks/agents.py --backend scripted+native:random:qwen3:small --engine max_model_len=8192 --pipelining-ablation
 
 Paper (GRBench, Qwen3-235B): tokens/query 22,613-45,490 -> 1,538-2,974 (-95.7 %), LLM calls
 9-14 -> 2-3, tokens/call 1,875-4,483 -> 769-991.
@@ -76,7 +76,13 @@ def run_domain(domain: str, data: Path, args, console: Console, progress: Progre
         # What each gold plan prints on this graph (with this retriever): the scripted policy's
         # answers must equal it, whatever the gold answer says.
         plan_output = {r["qid"]: context.run_code(r["plan"]["glm"][-1]["code"]).strip() for r in records}
-        backend = make_backend(args.backend, questions=records, context=context, **({"num_threads": args.threads} if "native" in args.backend else {}))
+        engine_options = {}
+        if "native" in args.backend:
+            engine_options["num_threads"] = args.threads
+            for item in args.engine:
+                key, _, value = item.partition("=")
+                engine_options[key] = int(value) if value.isdigit() else value
+        backend = make_backend(args.backend, questions=records, context=context, **engine_options)
         runs = [
             ("glm", "glm", AgentConfig(domain=domain, plan_in_classify=True)),
             ("glm-paper-flow", "glm", AgentConfig(domain=domain, plan_in_classify=False)),
@@ -135,6 +141,7 @@ def main() -> None:
     parser.add_argument("--retriever", default="embedding", choices=("embedding", "lexical"))
     parser.add_argument("--backend", default="scripted", help="scripted, or scripted+native:MODEL for real engine counts")
     parser.add_argument("--threads", type=int, default=2, help="torch threads for a native engine")
+    parser.add_argument("--engine", action="append", default=[], metavar="KEY=VALUE", help="EngineConfig option for a native engine, e.g. max_model_len=8192")
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--workers", type=int, default=2, help="sandbox worker processes")
     parser.add_argument("--pipelining-ablation", action="store_true", help="also run GLM without pipelined retrieval")
