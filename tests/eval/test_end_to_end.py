@@ -79,14 +79,3 @@ def test_ask_with_random_weights_shows_trace_and_no_traceback(cache_env, dblp):
     assert result.exit_code == 0, result.output
     assert "trace" in result.output and "LLM classify" in result.output
     assert "answer:" in result.output and "Traceback" not in result.output
-
-
-def test_bench_ablation_quick(tmp_path: Path, cache_env, dblp):
-    result = CliRunner().invoke(app, ["bench", "ablation", "--quick", "--domains", "dblp", "-n", "1",
-                                      "--out", str(tmp_path), "--json"], env=cache_env)
-    assert result.exit_code == 0, result.output
-    rows = _json(result.stdout)["ablation"]["rows"]
-    assert len(rows) == 6
-    ran = [r for r in rows if not r.get("unavailable")]
-    assert all(r["questions"] == 1 for r in ran)
-    assert (tmp_path / "fig15_ablation.png").is_file() and (tmp_path / "ablation.json").is_file()
