@@ -54,7 +54,8 @@ def _names(base: tuple[str, ...], n: int, combos) -> list[str]:
 
 def build(rng: np.random.Generator, units: int) -> SynthGraph:
     schema = load_schema("biomedical")
-    counts = {t: max(_MIN[t], int(units * _SHARE[t])) for t in schema.node_types}
+    shrink = min(1.0, units / TINY_UNITS)      # below tiny (tests) the minimums shrink too
+    counts = {t: max(int(_MIN[t] * shrink), int(units * _SHARE[t]), 5) for t in schema.node_types}
     g = SynthGraph(schema, counts)
     anatomy, symptoms, diseases = words("anatomy"), words("symptoms"), words("diseases")
     organ_dis, side, comps = words("organ_disease"), words("side_effects"), words("compounds")
