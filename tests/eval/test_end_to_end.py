@@ -33,7 +33,7 @@ def test_demo_quick_writes_table_report_and_plots(tmp_path: Path, cache_env, dbl
                                 env=cache_env)
     assert result.exit_code == 0, result.output
     data = _json(result.stdout)
-    assert "SCRIPTED POLICY" in data["notice"] and data["model"] == "random:qwen3:tiny"
+    assert "SCRIPTED POLICY" in data["notice"] and data["model"] == "random:qwen3:small"
     rows = {r["method"]: r for r in data["table1"]}
     assert set(rows) == {"graphcot", "glm"}
     for row in rows.values():

@@ -27,22 +27,26 @@ class Variant:
     full: bool = False
 
 
-# The GLM engine runs the priority policy with vertex-chunk reuse; each variant turns one thing off.
-# Switches the engine does not have yet are reported as unavailable, never silently ignored.
-GLM_ENGINE = {"eviction_policy": "priority", "enable_chunk_reuse": True, "enable_prefix_caching": True}
+# The GLM engine: four-level priority eviction ("glm") and vertex-chunk reuse ("pic"); each variant
+# turns one feature off. Graph-CoT runs on what a vLLM user has: LRU eviction, exact prefix caching.
+# A switch the installed engine lacks is reported as unavailable, never silently ignored.
+GLM_ENGINE = {"eviction_policy": "glm", "chunk_reuse": "pic", "enable_prefix_caching": True}
+VLLM_LIKE_ENGINE = {"eviction_policy": "lru", "chunk_reuse": "exact", "enable_prefix_caching": True}
 VARIANTS = (
     Variant("glm", "GLM (all features)", "glm", GLM_ENGINE, full=True),
-    Variant("no-vertex-reuse", "GLM without vertex reuse", "glm", {**GLM_ENGINE, "enable_chunk_reuse": False}),
+    Variant("no-vertex-reuse", "GLM without vertex reuse", "glm", {**GLM_ENGINE, "chunk_reuse": "exact"}),
     Variant("no-priority-eviction", "GLM without priority eviction (LRU)", "glm", {**GLM_ENGINE, "eviction_policy": "lru"}),
     Variant("no-pipelining", "GLM without pipelining", "glm", GLM_ENGINE, {"pipelining": False}),
     Variant("no-retrieve-cache", "GLM without RetrieveNode cache", "glm", GLM_ENGINE, retrieve_cache=False),
-    Variant("graphcot-lru", "Graph-CoT, LRU prefix cache", "graphcot",
-            {"eviction_policy": "lru", "enable_chunk_reuse": False, "enable_prefix_caching": True}),
+    Variant("graphcot-lru", "Graph-CoT, LRU prefix cache", "graphcot", VLLM_LIKE_ENGINE),
 )
 
 # A KV pool small enough that eviction matters with several questions in flight (the paper's
 # priority-eviction gains are under memory pressure).
-ABLATION_KV_TOKENS = 8192
+ABLATION_KV_TOKENS = 16384
+
+
+CHUNK_REUSE_MODES = ("exact", "pic", "pic0")
 
 
 def engine_support() -> tuple[set[str], set[str]]:
@@ -74,6 +78,9 @@ def resolve_variant(variant: Variant) -> tuple[dict[str, Any], dict[str, Any], l
             continue
         if key == "eviction_policy" and value not in policies:
             missing.append(f"engine has no {value!r} eviction policy")
+            continue
+        if key == "chunk_reuse" and value not in CHUNK_REUSE_MODES:
+            missing.append(f"engine has no {value!r} chunk reuse")
             continue
         engine[key] = value
     agent = {k: v for k, v in variant.agent.items() if k in agent_fields}

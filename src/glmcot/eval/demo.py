@@ -29,7 +29,7 @@ class DemoOptions:
     out: Path = Path("glmcot-demo")
     questions_per_domain: int = 4
     domains: list[str] = field(default_factory=lambda: ["dblp", "amazon", "goodreads", "biomedical", "legal"])
-    model: str = "random:qwen3:tiny"
+    model: str = "random:qwen3:small"
     ablation: bool = True
     quick: bool = False
     quiet: bool = False
@@ -158,6 +158,10 @@ def run_demo(options: DemoOptions, config: EvalConfig) -> dict[str, Any]:
             if not selected[domain]:
                 raise systems.SetupError(f"{datasets[domain]}: no questions with gold plans")
             bar.advance(task)
+    from glmcot.eval.ablation import VARIANTS, resolve_variant
+
+    # GLM on its co-designed engine; Graph-CoT on what a vLLM user has (LRU, exact prefix caching).
+    engines = {v.method: resolve_variant(v)[0] for v in VARIANTS if v.full or v.name == "graphcot-lru"}
     rows: list[dict[str, Any]] = []
     runs = options.out / "runs"
     with make_progress(options.quiet) as bar:
@@ -166,8 +170,9 @@ def run_demo(options: DemoOptions, config: EvalConfig) -> dict[str, Any]:
         for domain in options.domains:
             for method in ("graphcot", "glm"):
                 summary = measure(method, selected[domain], datasets[domain], config, runs / method / f"{domain}.jsonl",
-                                  on_done=lambda _row, t=tasks[method]: bar.advance(t), prices=prices)
-                rows.append({"domain": domain, "method": method, **summary})
+                                  engine=engines[method], on_done=lambda _row, t=tasks[method]: bar.advance(t),
+                                  prices=prices)
+                rows.append({"domain": domain, "method": method, "engine": engines[method], **summary})
     ablation_rows: list[dict[str, Any]] = []
     if options.ablation:
         from glmcot.eval.ablation import run_ablation
@@ -190,6 +195,7 @@ def run_demo(options: DemoOptions, config: EvalConfig) -> dict[str, Any]:
         "concurrency": config.concurrency,
         "machine": machine(),
         "datasets": {d: str(p) for d, p in datasets.items()},
+        "engines": engines,
         "table1": rows,
         "ratios": ratios(rows),
         "ablation": ablation_rows,
@@ -228,6 +234,8 @@ def render_report(result: dict[str, Any]) -> str:
         f"- model: {result['model']} (random weights) on the native engine, {result['device']}",
         f"- graphs: synthetic GRBench-schema, scale {result['scale']}; {result['questions_per_domain']} "
         f"questions per domain; {result['concurrency']} questions in flight per method",
+        f"- engines: GLM {result['engines'].get('glm')}; Graph-CoT {result['engines'].get('graphcot')} "
+        "(vLLM-like: LRU eviction, exact prefix caching)",
         f"- machine: {result['machine'].get('platform')}, {result['machine'].get('cpus')} CPUs, "
         f"torch {result['machine'].get('torch')}",
         f"- wall time: {result['wall_s']:.0f} s",

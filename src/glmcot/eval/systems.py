@@ -14,6 +14,11 @@ from glmcot.eval.config import EvalConfig
 from glmcot.eval.questions import Question
 
 
+# Qwen3-shaped, random weights: 4 layers, hidden 256, an 8k context that holds Graph-CoT's prompts
+# (its 10k-Qwen-token cap counted in this model's smaller BPE).
+DEFAULT_SCRIPTED_MODEL = "random:qwen3:small"
+
+
 class SetupError(Exception):
     """A needed input or component is missing; the message says what to give."""
 
@@ -102,7 +107,7 @@ def resolve_device(device: str) -> str:
 
 def backend_spec(config: EvalConfig, scripted: bool) -> str:
     if scripted:
-        return f"scripted+native:{config.model or 'random:qwen3:tiny'}"
+        return f"scripted+native:{config.model or DEFAULT_SCRIPTED_MODEL}"
     if config.llm:
         return f"openai:{config.llm}"
     if config.model:
@@ -115,7 +120,7 @@ def backend_spec(config: EvalConfig, scripted: bool) -> str:
 
 def describe_backend(config: EvalConfig, scripted: bool) -> str:
     if scripted:
-        return f"scripted policy on {config.model or 'random:qwen3:tiny'} (random weights: system measurement)"
+        return f"scripted policy on {config.model or DEFAULT_SCRIPTED_MODEL} (random weights: system measurement)"
     if config.llm:
         return f"{config.api_model or 'server default model'} at {config.llm}"
     return f"native engine, {config.model}"
