@@ -150,3 +150,37 @@ def test_cli_import_and_info(tmp_path):
     bad = write(tmp_path, b"{", "bad.json")
     failed = runner.invoke(app, ["graph", "import", str(bad), "--out", str(tmp_path / "bad")])
     assert failed.exit_code == 1 and "truncated file" in failed.output
+
+
+def test_duplicate_id_within_one_type(tmp_path):
+    path = write(tmp_path, b'{"paper_nodes": {"p1": {"features": {}, "neighbors": {}}, "p1": {"features": {}, "neighbors": {}}}}')
+    with pytest.raises(GraphFormatError, match="duplicate node id 'p1' twice in type 'paper'"):
+        import_graph_json(path, tmp_path / "store")
+    assert not (tmp_path / "store").exists()
+
+
+def test_progress_reports_bytes_of_both_passes(tmp_path):
+    path = write(tmp_path, GRAPH)
+    seen = {}
+    import_graph_json(path, tmp_path / "store", progress=lambda phase, done, total: seen.__setitem__(phase, (done, total)))
+    size = path.stat().st_size
+    assert seen["ids"] == (size, size)
+    assert [phase for phase in seen if phase.startswith("nodes")] == ["nodes 1/3: paper", "nodes 2/3: author", "nodes 3/3: venue"]
+    assert all(0 < done <= total == size for done, total in seen.values())
+
+
+def test_neighbour_resolution_survives_hash_collisions(tmp_path, monkeypatch):
+    import numpy as np
+
+    import glmcot.graph.importer as importer
+
+    monkeypatch.setattr(importer, "hash_ids", lambda blob, offsets: np.zeros(len(offsets) - 1, np.uint64))
+    payload = {"n_nodes": {"x": {"features": {}, "neighbors": {"r": ["y", "zz", "nope", "x"]}},
+                           "y": {"features": {}, "neighbors": {}},
+                           "zz": {"features": {}, "neighbors": {}}}}
+    report = import_graph_json(write(tmp_path, payload), tmp_path / "store")
+    assert report.dangling_neighbors == 1
+    assert Graph.open(tmp_path / "store").neighbors("x", "r") == ["y", "zz", "x"]
+    payload["m_nodes"] = {"x": {"features": {}, "neighbors": {}}}
+    with pytest.raises(GraphFormatError, match="duplicate node id 'x' in types 'n' and 'm'"):
+        import_graph_json(write(tmp_path, payload, "dup.json"), tmp_path / "dup")

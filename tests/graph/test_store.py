@@ -155,3 +155,32 @@ def test_compact_dtypes(tiny_dir):
     dst = np.load(tiny_dir / "edges" / "r0.dst.npy")
     assert indptr.dtype == np.int32 and dst.dtype == np.int32
     assert isinstance(Graph.open(tiny_dir).neighbor_indices(0, "author"), np.memmap)
+
+
+def test_lookups_survive_hash_collisions(tmp_path, monkeypatch):
+    import glmcot.graph.store as store_module
+
+    # every id gets the same hash: lookups must fall back to comparing the id strings
+    monkeypatch.setattr(store_module, "hash_ids", lambda blob, offsets: np.zeros(len(offsets) - 1, np.uint64))
+    with StoreWriter(tmp_path / "g") as writer:
+        writer.add_nodes("a", ["x", "y", "zz"], {})
+        writer.add_edges("a", "r", np.array([0, 2]), np.array([2, 1]))
+    graph = Graph.open(tmp_path / "g")
+    graph._hash = lambda data: 0
+    assert [graph.index(i) for i in ("x", "y", "zz")] == [0, 1, 2]
+    assert not graph.has_node("w")
+    assert graph.neighbors("zz", "r") == ["y"]
+    with pytest.raises(GraphFormatError, match="duplicate node id 'x' in types 'a' and 'b'"):
+        with StoreWriter(tmp_path / "h") as writer:
+            writer.add_nodes("a", ["x", "y"], {})
+            writer.add_nodes("b", ["x"], {})  # not next to its twin in hash order
+
+
+def test_id_hash_forms_agree():
+    from glmcot.graph.idhash import hash_id, hash_ids
+
+    ids = ["a", "p1", "53e99784b7602d9701f3ffdd", "Zürich ✓", "x" * 300, "DOID:8778", "\x00\x00"]
+    encoded = [i.encode() for i in ids]
+    offsets = np.concatenate([[0], np.cumsum([len(e) for e in encoded])])
+    assert hash_ids(b"".join(encoded), offsets).tolist() == [hash_id(e) for e in encoded]
+    assert len(set(hash_ids(b"".join(encoded), offsets).tolist())) == len(ids)

@@ -9,7 +9,6 @@ naming the place, and the output directory is only created on success.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from array import array
@@ -22,6 +21,7 @@ import ijson
 import numpy as np
 
 from glmcot.graph.errors import GraphFormatError
+from glmcot.graph.idhash import find_duplicate, hash_ids
 from glmcot.graph.store import StoreWriter
 
 TYPE_SUFFIX = "_nodes"
@@ -58,10 +58,6 @@ class _CountingReader:
         if self._progress is not None:
             self._progress(self._phase, self.position, self._total)
         return data
-
-
-def _hash(data: bytes) -> int:
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
 
 
 @dataclass
@@ -113,7 +109,6 @@ def _pass1(path: Path, progress: ProgressCallback | None) -> _Pass1:
     types: list[tuple[str, int]] = []
     blob = bytearray()
     lengths = array("q")
-    hashes = array("Q")
     with open(path, "rb") as handle:
         reader = _CountingReader(handle, "ids", total, progress)
         context = _Context(path, reader)
@@ -148,7 +143,6 @@ def _pass1(path: Path, progress: ProgressCallback | None) -> _Pass1:
                             raise context.error("empty node id")
                         blob += data
                         lengths.append(len(data))
-                        hashes.append(_hash(data))
                         count += 1
                         expect_map = True
                 elif event == "start_map" or event == "start_array":
@@ -168,7 +162,7 @@ def _pass1(path: Path, progress: ProgressCallback | None) -> _Pass1:
             raise context.error("truncated file (the top-level object is not closed)")
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(np.frombuffer(lengths, dtype=np.int64), out=offsets[1:])
-    hash_array = np.frombuffer(hashes, dtype=np.uint64)
+    hash_array = hash_ids(bytes(blob), offsets)
     order = np.argsort(hash_array, kind="stable")
     sorted_hashes = hash_array[order]
     result = _Pass1(types, bytes(blob), offsets, sorted_hashes, order)
@@ -177,46 +171,65 @@ def _pass1(path: Path, progress: ProgressCallback | None) -> _Pass1:
 
 
 def _check_duplicates(scan: _Pass1, path: Path) -> None:
-    same = np.nonzero(scan.sorted_hashes[1:] == scan.sorted_hashes[:-1])[0]
+    pair = find_duplicate(scan.sorted_hashes, scan.order, lambda index: scan.blob[scan.offsets[index] : scan.offsets[index + 1]])
+    if pair is None:
+        return
+    first, second = pair
     starts = np.cumsum([0] + [count for _, count in scan.types])
-    for position in same.tolist():
-        first, second = int(scan.order[position]), int(scan.order[position + 1])
-        a = scan.blob[scan.offsets[first] : scan.offsets[first + 1]]
-        if a == scan.blob[scan.offsets[second] : scan.offsets[second + 1]]:
-            type_a = scan.types[int(np.searchsorted(starts, first, side="right")) - 1][0]
-            type_b = scan.types[int(np.searchsorted(starts, second, side="right")) - 1][0]
-            where = f"in types {type_a!r} and {type_b!r}" if type_a != type_b else f"twice in type {type_a!r}"
-            raise GraphFormatError(
-                f"{path}: duplicate node id {a.decode('utf-8', 'surrogatepass')!r} {where} "
-                f"(ids must be unique across all types)"
-            )
+    type_a = scan.types[int(np.searchsorted(starts, first, side="right")) - 1][0]
+    type_b = scan.types[int(np.searchsorted(starts, second, side="right")) - 1][0]
+    where = f"in types {type_a!r} and {type_b!r}" if type_a != type_b else f"twice in type {type_a!r}"
+    node_id = scan.blob[scan.offsets[first] : scan.offsets[first + 1]].decode("utf-8", "surrogatepass")
+    raise GraphFormatError(f"{path}: duplicate node id {node_id!r} {where} (ids must be unique across all types)")
 
 
 class _Resolver:
-    """Maps neighbour id strings to global indices using pass 1's sorted hashes."""
+    """Maps neighbour id strings to global indices using pass 1's sorted hashes.
+
+    Vectorised: hash the batch, binary-search the hashes, then compare the id bytes of every
+    candidate with numpy; only hash collisions fall back to a Python loop.
+    """
 
     def __init__(self, scan: _Pass1):
         self.scan = scan
+        self.blob = np.frombuffer(scan.blob, dtype=np.uint8)
 
     def resolve(self, ids: list[bytes]) -> np.ndarray:
         scan = self.scan
-        if not ids:
-            return np.zeros(0, dtype=np.int64)
-        keys = np.fromiter((_hash(data) for data in ids), dtype=np.uint64, count=len(ids))
-        positions = np.searchsorted(scan.sorted_hashes, keys)
-        result = np.full(len(ids), -1, dtype=np.int64)
+        count = len(ids)
+        result = np.full(count, -1, dtype=np.int64)
         size = len(scan.sorted_hashes)
-        clipped = np.minimum(positions, max(size - 1, 0))
-        if size:
-            candidates = np.nonzero(scan.sorted_hashes[clipped] == keys)[0]
-        else:
-            candidates = np.zeros(0, dtype=np.int64)
-        blob, offsets, order, hashes = scan.blob, scan.offsets, scan.order, scan.sorted_hashes
-        for row in candidates.tolist():
-            position = int(positions[row])
-            while position < size and hashes[position] == keys[row]:
-                index = int(order[position])
-                if blob[offsets[index] : offsets[index + 1]] == ids[row]:
+        if not count or not size:
+            return result
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=count)
+        query_offsets = np.zeros(count + 1, dtype=np.int64)
+        np.cumsum(lengths, out=query_offsets[1:])
+        query_blob = np.frombuffer(b"".join(ids), dtype=np.uint8)
+        keys = hash_ids(query_blob, query_offsets)
+        positions = np.minimum(np.searchsorted(scan.sorted_hashes, keys), size - 1)
+        hit = np.nonzero(scan.sorted_hashes[positions] == keys)[0]
+        candidates = scan.order[positions[hit]].astype(np.int64)
+        stored_start = scan.offsets[candidates]
+        same_length = (scan.offsets[candidates + 1] - stored_start) == lengths[hit]
+        rows, candidates, stored_start = hit[same_length], candidates[same_length], stored_start[same_length]
+        row_lengths = lengths[rows]
+        total = int(row_lengths.sum())
+        if total:
+            row_begin = np.zeros(len(rows), dtype=np.int64)
+            np.cumsum(row_lengths[:-1], out=row_begin[1:])
+            within = np.arange(total, dtype=np.int64) - np.repeat(row_begin, row_lengths)
+            equal = query_blob[np.repeat(query_offsets[rows], row_lengths) + within] == self.blob[
+                np.repeat(stored_start, row_lengths) + within
+            ]
+            matched = np.logical_and.reduceat(equal, row_begin)  # ids are never empty
+            result[rows[matched]] = candidates[matched]
+        # A hash shared by several ids: check the following equal hashes one by one.
+        unresolved = hit[result[hit] < 0]
+        for row in unresolved.tolist():
+            position = int(positions[row]) + 1
+            while position < size and scan.sorted_hashes[position] == keys[row]:
+                index = int(scan.order[position])
+                if scan.blob[scan.offsets[index] : scan.offsets[index + 1]] == ids[row]:
                     result[row] = index
                     break
                 position += 1

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-from hashlib import blake2b as _blake2b
 import json
 import mmap
 import os
@@ -36,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from glmcot.graph.errors import FeatureNotFound, GraphFormatError, NodeNotFound, RelationNotFound
+from glmcot.graph.idhash import ID_HASH_NAME, find_duplicate, hash_id, hash_ids
 
 STORE_FORMAT = "glmcot.graph"
 STORE_FORMAT_VERSION = "1.0"
@@ -67,10 +67,12 @@ _ABSENT, _STR, _INT, _FLOAT, _BOOL, _LIST, _OTHER = range(7)
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-def id_hash(node_id: str) -> int:
-    """Stable 64-bit hash of a node id (the same in every process)."""
-    digest = hashlib.blake2b(node_id.encode(_ENCODING, _ERRORS), digest_size=8).digest()
-    return int.from_bytes(digest, "little")
+def _blake2b_id_hash(data: bytes) -> int:
+    # The id hash of stores written before "id_hash" was recorded in the manifest.
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+_ID_HASHES = {ID_HASH_NAME: hash_id, "blake2b64": _blake2b_id_hash}
 
 
 def _index_dtype(max_value: int) -> np.dtype:
@@ -422,18 +424,16 @@ class StoreWriter:
         for name, values in features.items():
             if len(values) != count:
                 raise ValueError(f"feature {name!r} of {node_type!r}: {len(values)} values for {count} ids")
-        lengths = np.empty(count, dtype=np.int64)
-        hashes = np.empty(count, dtype=np.uint64)
-        out = self._id_blob
-        for row, node_id in enumerate(ids):
+        encoded = []
+        for node_id in ids:
             if type(node_id) is not str or not node_id:
                 raise GraphFormatError(f"node ids must be non-empty strings, got {node_id!r} in {node_type!r}")
-            data = node_id.encode(_ENCODING, _ERRORS)
-            out.write(data)
-            lengths[row] = len(data)
-            hashes[row] = int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+            encoded.append(node_id.encode(_ENCODING, _ERRORS))
+        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=count)
+        batch = b"".join(encoded)
+        self._id_blob.write(batch)
         self._id_lengths.append(lengths)
-        self._id_hashes.append(hashes)
+        self._id_hashes.append(hash_ids(batch, _offsets(lengths)))
         type_index = list(self._types).index(node_type)
         for name, values in features.items():
             if not isinstance(name, str) or not name:
@@ -533,6 +533,7 @@ class StoreWriter:
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "num_nodes": num_nodes,
             "num_edges": num_edges,
+            "id_hash": ID_HASH_NAME,
             "node_types": types_meta,
             "warnings": self.warnings,
             "source": self.source,
@@ -548,21 +549,20 @@ class StoreWriter:
             os.replace(tmp, self.out_dir)
 
     def _check_unique(self, sorted_hashes: np.ndarray, order: np.ndarray, tmp: Path) -> None:
-        same = np.nonzero(sorted_hashes[1:] == sorted_hashes[:-1])[0]
-        if not same.size:
-            return
         offsets = np.load(tmp / "nodes" / "ids_offsets.npy")
-        blob = (tmp / "nodes" / "ids.blob").read_bytes()
+        with open(tmp / "nodes" / "ids.blob", "rb") as handle:
+            blob = handle.read() if offsets[-1] else b""
+        pair = find_duplicate(sorted_hashes, order, lambda index: blob[offsets[index] : offsets[index + 1]])
+        if pair is None:
+            return
+        first, second = pair
         starts = [builder.start for builder in self._types.values()]
         names = list(self._types)
-        for position in same.tolist():
-            first, second = int(order[position]), int(order[position + 1])
-            a = blob[offsets[first] : offsets[first + 1]]
-            if a == blob[offsets[second] : offsets[second + 1]]:
-                type_a = names[bisect.bisect_right(starts, first) - 1]
-                type_b = names[bisect.bisect_right(starts, second) - 1]
-                where = f"types {type_a!r} and {type_b!r}" if type_a != type_b else f"type {type_a!r} twice"
-                raise GraphFormatError(f"duplicate node id {a.decode(_ENCODING, _ERRORS)!r} in {where}")
+        type_a = names[bisect.bisect_right(starts, first) - 1]
+        type_b = names[bisect.bisect_right(starts, second) - 1]
+        where = f"types {type_a!r} and {type_b!r}" if type_a != type_b else f"type {type_a!r} twice"
+        node_id = blob[offsets[first] : offsets[first + 1]].decode(_ENCODING, _ERRORS)
+        raise GraphFormatError(f"duplicate node id {node_id!r} in {where}")
 
     def _write_relation(self, tmp, relation_index, builder, relation, chunks, degree) -> dict:
         src = np.concatenate([chunk[0] for chunk in chunks])
@@ -702,6 +702,10 @@ class Graph:
         self._hashes_view = memoryview(self._hashes)
         self._order_view = memoryview(self._order)
         self._num_nodes = int(manifest["num_nodes"])
+        hash_name = manifest.get("id_hash", "blake2b64")
+        if hash_name not in _ID_HASHES:
+            raise GraphFormatError(f"{directory}: unknown id hash {hash_name!r}; re-import the graph")
+        self._hash = _ID_HASHES[hash_name]
         self._degree_path = nodes / "degree.npy"
         self._total_degree: np.ndarray | None = None
         self._columns: dict[tuple[str, str], _FeatureColumn] = {}
@@ -779,7 +783,7 @@ class Graph:
         if type(node_id) is not str:
             return -1
         data = node_id.encode(_ENCODING, _ERRORS)
-        key = int.from_bytes(_blake2b(data, digest_size=8).digest(), "little")
+        key = self._hash(data)
         position = int(self._hashes.searchsorted(np.uint64(key)))
         hashes, order, offsets = self._hashes_view, self._order_view, self._offsets_view
         blob = self._ids.data
@@ -979,5 +983,4 @@ __all__ = [
     "GraphFormatError",
     "NODE_TEXT_KEYS",
     "STORE_FORMAT_VERSION",
-    "id_hash",
 ]
