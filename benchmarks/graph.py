@@ -307,7 +307,7 @@ def main() -> None:
     args = parser.parse_args()
 
     sizes = [10**5, 10**6] if args.quick else [10**6, 10**7]
-    vector_sizes = [10**4, 10**5] if args.quick else [10**5, 10**6]
+    vector_sizes = [10**4, 10**5] if args.quick else [10**5, 5 * 10**5]
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="glmcot-graph-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     results: dict = {
@@ -331,7 +331,7 @@ def main() -> None:
             gc.collect()
         if not args.no_retrieval:
             print("RetrieveNode ...", flush=True)
-            results["retrieval"] = measure_retrieval(vector_sizes, queries=200)
+            results["retrieval"] = measure_retrieval(vector_sizes, queries=100)
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)

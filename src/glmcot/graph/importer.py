@@ -194,17 +194,17 @@ class _Resolver:
         self.scan = scan
         self.blob = np.frombuffer(scan.blob, dtype=np.uint8)
 
-    def resolve(self, ids: list[bytes]) -> np.ndarray:
+    def resolve(self, blob: bytes, lengths: np.ndarray) -> np.ndarray:
+        """Global index of each id in ``blob`` (concatenated UTF-8, ``lengths`` bytes each), or -1."""
         scan = self.scan
-        count = len(ids)
+        count = len(lengths)
         result = np.full(count, -1, dtype=np.int64)
         size = len(scan.sorted_hashes)
         if not count or not size:
             return result
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=count)
         query_offsets = np.zeros(count + 1, dtype=np.int64)
         np.cumsum(lengths, out=query_offsets[1:])
-        query_blob = np.frombuffer(b"".join(ids), dtype=np.uint8)
+        query_blob = np.frombuffer(blob, dtype=np.uint8)
         keys = hash_ids(query_blob, query_offsets)
         positions = np.minimum(np.searchsorted(scan.sorted_hashes, keys), size - 1)
         hit = np.nonzero(scan.sorted_hashes[positions] == keys)[0]
@@ -229,7 +229,7 @@ class _Resolver:
             position = int(positions[row]) + 1
             while position < size and scan.sorted_hashes[position] == keys[row]:
                 index = int(scan.order[position])
-                if scan.blob[scan.offsets[index] : scan.offsets[index + 1]] == ids[row]:
+                if scan.blob[scan.offsets[index] : scan.offsets[index + 1]] == blob[query_offsets[row] : query_offsets[row + 1]]:
                     result[row] = index
                     break
                 position += 1
@@ -243,7 +243,7 @@ class _TypeBatch:
         self.node_type = node_type
         self.ids: list[str] = []
         self.features: dict[str, list[Any]] = {}
-        self.relations: dict[str, tuple[list[int], list[bytes]]] = {}
+        self.relations: dict[str, tuple[list[int], list[Any]]] = {}
 
     def add(self, node_id: str, index: int, node: Any, context: _Context) -> None:
         if not isinstance(node, dict):
@@ -267,29 +267,47 @@ class _TypeBatch:
         for relation, targets in neighbours.items():
             if not isinstance(targets, list):
                 raise context.error(f"neighbour list {relation!r} must be a JSON array, got {type(targets).__name__}")
-            sources, encoded = self.relations.setdefault(relation, ([], []))
-            if not all(type(target) is str for target in targets):
-                for target in targets:
-                    if isinstance(target, bool) or not isinstance(target, (str, int)):
-                        raise context.error(f"neighbour {target!r} in {relation!r} is not a node id string")
-                targets = [str(target) for target in targets]
+            sources, texts = self.relations.setdefault(relation, ([], []))
             sources.extend([index] * len(targets))
-            encoded.extend([target.encode("utf-8", "surrogatepass") for target in targets])
+            texts.extend(targets)  # checked to be id strings in bulk at flush
 
-    def flush(self, writer: StoreWriter, resolver: _Resolver, dangling: list, examples: list[str]) -> int:
+    @staticmethod
+    def _id_strings(relation: str, sources: list[int], texts: list[Any], resolver: _Resolver, context: _Context):
+        fixed = []
+        for source, target in zip(sources, texts):
+            if isinstance(target, bool) or not isinstance(target, (str, int)):
+                context.node_id = writer_id(resolver, source)
+                raise context.error(f"neighbour {target!r} in {relation!r} is not a node id string")
+            fixed.append(target if isinstance(target, str) else str(target))  # numeric ids
+        return fixed
+
+    def flush(self, writer: StoreWriter, resolver: _Resolver, dangling: list, examples: list[str],
+              context: _Context) -> int:
         """Write the batch; returns the number of edges kept."""
         if self.ids:
             writer.add_nodes(self.node_type, self.ids, self.features)
         kept = 0
-        for relation, (sources, encoded) in self.relations.items():
-            targets = resolver.resolve(encoded)
+        for relation, (sources, texts) in self.relations.items():
+            try:
+                joined = "".join(texts)
+            except TypeError:
+                texts = self._id_strings(relation, sources, texts, resolver, context)
+                joined = "".join(texts)
+            if joined.isascii():  # the usual case: byte lengths are string lengths
+                blob = joined.encode("ascii")
+                lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+            else:
+                encoded = [text.encode("utf-8", "surrogatepass") for text in texts]
+                blob = b"".join(encoded)
+                lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+            targets = resolver.resolve(blob, lengths)
             valid = targets >= 0
             missing = int((~valid).sum())
             if missing:
                 dangling[0] += missing
                 for row in np.nonzero(~valid)[0][: _DANGLING_EXAMPLES - len(examples)].tolist():
                     source = writer_id(resolver, sources[row])
-                    examples.append(f"{source} -{relation}-> {encoded[row].decode('utf-8', 'surrogatepass')}")
+                    examples.append(f"{source} -{relation}-> {texts[row]}")
             src = np.asarray(sources, dtype=np.int64)[valid]
             writer.add_edges(self.node_type, relation, src, targets[valid])
             kept += int(valid.sum())
@@ -358,6 +376,7 @@ def import_graph_json(
     source = {"path": str(path.resolve()), "bytes": stat.st_size, "mtime": int(stat.st_mtime), "importer": "grbench-json"}
     with StoreWriter(out_dir, overwrite=overwrite, source=source) as writer:
         index = 0
+        blob, offsets = scan.blob, memoryview(scan.offsets)
         for type_number, (node_type, count) in enumerate(scan.types):
             key = f"{node_type}{TYPE_SUFFIX}"
             writer.add_nodes(node_type, [], {})  # a type with no nodes still exists
@@ -374,20 +393,20 @@ def import_graph_json(
                     # ijson's C kvitems builds each node; a scan stops once its type is complete.
                     for node_id, node in _type_items(reader, key):
                         context.node_id = node_id
-                        if writer_id(resolver, index) != node_id:
+                        if blob[offsets[index] : offsets[index + 1]] != node_id.encode("utf-8", "surrogatepass"):
                             raise context.error("the file changed between the two import passes")
                         batch.add(node_id, index, node, context)
                         index += 1
                         seen += 1
                         if len(batch.ids) >= batch_size:
-                            edges += batch.flush(writer, resolver, dangling, examples)
+                            edges += batch.flush(writer, resolver, dangling, examples, context)
                         if seen == count:
                             break
                 except ijson.JSONError as error:
                     raise _parse_error(error, context) from None
                 if seen != count:
                     raise context.error("the file changed between the two import passes")
-            edges += batch.flush(writer, resolver, dangling, examples)
+                edges += batch.flush(writer, resolver, dangling, examples, context)
         if dangling[0]:
             writer.warnings["dangling_neighbors"] = dangling[0]
             writer.warnings["dangling_examples"] = examples
