@@ -67,3 +67,24 @@ def test_chunk_key_carries_version_and_store(tiny):
     key = chunk_key(tiny, "p1")
     assert CHUNK_RENDERER_VERSION in key and tiny.store_id in key and "p1" in key
     assert chunk_key(tiny, "p1", ChunkConfig(top_k=3)) != key
+
+
+def test_hub_ranking_matches_a_full_sort(tmp_path):
+    rng = np.random.default_rng(3)
+    count = 400
+    with StoreWriter(tmp_path / "g") as writer:
+        writer.add_nodes("n", [f"n{i}" for i in range(count)], {})
+        hub_targets = rng.permutation(np.arange(1, count))
+        writer.add_edges("n", "r", np.zeros(count - 1, dtype=np.int64), hub_targets)
+        # give the targets many tied degrees: 0..4 extra edges each
+        extra = rng.integers(0, 5, count)
+        src = np.repeat(np.arange(count), extra)
+        writer.add_edges("n", "s", src, rng.integers(0, count, len(src)))
+    graph = Graph.open(tmp_path / "g")
+    from glmcot.graph.chunks import ranked_neighbours
+
+    chosen, total = ranked_neighbours(graph, 0, "r", 7)
+    neighbours = graph.neighbor_indices(0, "r")
+    degrees = graph.total_degree(neighbours)
+    expected = sorted(range(len(neighbours)), key=lambda p: (-degrees[p], p))[:7]
+    assert total == count - 1 and chosen.tolist() == neighbours[expected].tolist()

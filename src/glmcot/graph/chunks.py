@@ -58,9 +58,17 @@ def ranked_neighbours(graph: Graph, index: int, relation: str, top_k: int) -> tu
     if total == 0 or top_k <= 0:
         return neighbours[:0], total
     weights = graph.neighbor_weights(index, relation)
-    scores = np.asarray(weights, dtype=np.float64) if weights is not None else graph.total_degree(neighbours)
+    scores = np.asarray(weights if weights is not None else graph.total_degree(neighbours), dtype=np.float64)
+    positions = np.arange(total)
+    if total > 4 * top_k:
+        # Hubs: keep only candidates scoring at least the k-th best value (a value, so the choice
+        # does not depend on the selection algorithm), the tied ones in stored order.
+        kth = np.partition(scores, total - top_k)[total - top_k]
+        above = positions[scores > kth]
+        tied = positions[scores == kth][: top_k - len(above)]
+        positions = np.concatenate([above, tied])
     # Highest score first; ties keep the stored order, so the result is deterministic.
-    order = np.lexsort((np.arange(total), -np.asarray(scores, dtype=np.float64)))[:top_k]
+    order = positions[np.lexsort((positions, -scores[positions]))][:top_k]
     return neighbours[order], total
 
 

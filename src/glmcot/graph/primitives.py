@@ -97,8 +97,11 @@ class GraphTools:
             )
         if not isinstance(value, str):
             raise GraphToolError(f"{primitive} takes a node id string, got {type(value).__name__} {value!r}")
-        node_id = value.strip()
+        node_id = value
         index = self.graph._find(node_id)
+        if index < 0 and value != value.strip():  # stray spaces around an id written by a model
+            node_id = value.strip()
+            index = self.graph._find(node_id)
         if index < 0:
             raise NodeNotFound(f"no such node: {value!r}; node ids come from RetrieveNode or NeighbourCheck")
         self._touch(node_id)
