@@ -127,3 +127,14 @@ def test_scale_names_and_errors(tmp_path):
     assert (tmp_path / "busy" / "keep.txt").read_text() == "x"
     with pytest.raises(ValueError, match="unknown format"):
         SynthConfig("dblp", formats=("csv",))
+
+
+def test_force_replaces_only_generator_outputs(tmp_path):
+    out = tmp_path / "ds"
+    generate(SynthConfig("amazon", "tiny", 0, 1), out)
+    generate(SynthConfig("amazon", "tiny", 1, 1), out, force=True)
+    assert json.loads((out / "meta.json").read_text())["seed"] == 1
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="did not write"):
+        generate(SynthConfig("amazon", "tiny", 2, 1), out, force=True)
+    assert (out / "notes.txt").read_text() == "mine"

@@ -12,7 +12,7 @@ from glmcot.data.synth.core import (SynthGraph, choose, counts_per_node, dedupe,
 from glmcot.data.words import words
 
 TINY_UNITS = 600          # papers at tiny scale (about 1k nodes)
-EDGES_PER_UNIT = 15.9     # stored edges per paper (measured at the small scale)
+EDGES_PER_UNIT = 15.6     # stored edges per paper (measured at the small scale)
 
 _PATTERNS = (
     "{M} {T} for {T2}", "{M} {T} with {T2}", "Towards {M} {T}", "{T} via {M} {T2}",

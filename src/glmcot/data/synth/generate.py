@@ -18,6 +18,8 @@ from glmcot.data.schemas import DOMAINS, canonical_domain, load_schema
 from glmcot.data.synth.core import SynthGraph, resolve_scale
 
 GENERATOR_VERSION = "1"
+_OUTPUTS = ("graph", "graph.json", "questions.jsonl", "meta.json", ".graph.json.tmp", ".meta.json.tmp",
+            ".questions.jsonl.tmp")
 
 
 @dataclass
@@ -46,7 +48,9 @@ def units_for(domain: str, scale: str | int) -> int:
     target = resolve_scale(scale)
     if target is None:
         return module.TINY_UNITS
-    return max(module.TINY_UNITS, int(round(target / module.EDGES_PER_UNIT)))
+    # Edges per unit drift a little with scale (degree caps, dedupe): aim 2 % high so a scale
+    # such as large (1e7) yields at least its edge count.
+    return max(module.TINY_UNITS, int(round(1.02 * target / module.EDGES_PER_UNIT)))
 
 
 def build_graph(domain: str, scale: str | int = "tiny", seed: int = 0,
@@ -86,7 +90,16 @@ def generate(config: SynthConfig, out_dir: str | os.PathLike, force: bool = Fals
     if out.exists() and any(out.iterdir()):
         if not force:
             raise FileExistsError(f"{out} exists and is not empty; pass --force to replace it")
-        shutil.rmtree(out)
+        unknown = sorted(p.name for p in out.iterdir() if p.name not in _OUTPUTS)
+        if unknown:
+            raise FileExistsError(f"{out} holds files this generator did not write ({', '.join(unknown[:5])}); "
+                                  "refusing to replace it, choose another --out")
+        for name in _OUTPUTS:
+            target = out / name
+            if target.is_dir():
+                shutil.rmtree(target)
+            elif target.exists():
+                target.unlink()
     out.mkdir(parents=True, exist_ok=True)
     report = progress or (lambda stage, done, total: None)
     report("graph", 0, 1)
