@@ -99,6 +99,11 @@ async def run_arm(url: str, api_key: str, graph: str, method: str, questions: li
         if ok else None,
         "cached_fraction": (sum(r["cached_tokens"] for r in ok)
                             / max(1, sum(r["prompt_tokens"] for r in ok))),
+        "records": [{"qid": r.get("qid"), "status": r["status"],
+                     "latency_s": round(r["latency_s"], 4), "queue_s": r.get("queue_s"),
+                     "llm_calls": r.get("llm_calls"), "prompt_tokens": r.get("prompt_tokens"),
+                     "failure": r.get("failure"),
+                     "gold": r.get("answer") == gold.get(r.get("qid"))} for r in records],
         "engine_metrics": [line for line in metrics_text.splitlines()
                            if line.startswith("glmcot_engine_")][:40],
     }
@@ -108,7 +113,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, required=True,
                         help="dataset dir (graph/ + questions.jsonl), e.g. from glmcot data synth")
-    parser.add_argument("--model", default="random:qwen3:tiny", help="native engine model")
+    parser.add_argument("--model", default="random:qwen3:small",
+                        help="native engine model (small: 8k positions, room for Graph-CoT prompts)")
     parser.add_argument("--rates", default="0.5,1,2", help="request rates (questions/s)")
     parser.add_argument("--requests", type=int, default=30, help="questions per arm (bounded)")
     parser.add_argument("--methods", default="glm,graphcot")

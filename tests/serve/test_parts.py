@@ -119,6 +119,10 @@ def test_sse_event_round_trip():
 def test_config_validates_and_labels_the_policy(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="not both"):
         ServeConfig(model="random:qwen3:tiny", llm_url="http://127.0.0.1:1/v1")
+    with pytest.raises(ValueError, match="cannot force-decode"):
+        ServeConfig(scripted=tmp_path / "q.jsonl", llm_url="http://127.0.0.1:1/v1")
+    with pytest.raises(ValueError, match="retriever"):
+        ServeConfig(retriever="magic")
     with pytest.raises(ValueError, match="max_concurrency"):
         ServeConfig(max_concurrency=0)
     with pytest.raises(ValueError, match="graph name"):

@@ -40,6 +40,9 @@ def serve(
         help="questions.jsonl with gold plans: answer with the scripted policy (for tests and "
         "benchmarks; measures the system, never model accuracy). Questions are matched by "
         "text.")] = None,
+    retriever: Annotated[str, typer.Option(
+        help="RetrieveNode: auto (the graph's embedding index if `glmcot graph embed` built "
+        "one, else lexical matching), embedding or lexical.")] = "auto",
     host: Annotated[str, typer.Option(
         help="Address to bind. The default serves this machine only; use 0.0.0.0 (with "
         "--api-key) to serve a network.")] = "127.0.0.1",
@@ -97,7 +100,7 @@ def serve(
     try:
         config = ServeConfig(
             graphs=_parse_graphs(graph), model=model, llm_url=llm, llm_model=llm_model,
-            scripted=scripted, host=host, port=port, api_key=api_key, public_docs=public_docs,
+            scripted=scripted, retriever=retriever, host=host, port=port, api_key=api_key, public_docs=public_docs,
             max_concurrency=max_concurrency, max_queue=max_queue, timeout_s=timeout,
             max_body_bytes=max_body_bytes, max_question_chars=max_question_chars,
             max_tokens_limit=max_tokens_limit,

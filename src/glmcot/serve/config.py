@@ -47,6 +47,12 @@ class ServeConfig:
             self.llm_api_key = os.environ.get(UPSTREAM_KEY_ENV) or None
         if self.model and self.llm_url:
             raise ValueError("give either a native model or an upstream --llm URL, not both")
+        if self.scripted is not None and self.llm_url:
+            raise ValueError("the scripted policy force-decodes its text, which needs the native "
+                             "engine (--model); an upstream --llm server cannot force-decode")
+        if self.retriever not in ("auto", "embedding", "lexical"):
+            raise ValueError(f"retriever must be auto, embedding or lexical, not "
+                             f"{self.retriever!r}")
         for name in ("max_concurrency", "max_body_bytes", "max_question_chars", "max_prompt_chars",
                      "max_tokens_limit"):
             if getattr(self, name) < 1:

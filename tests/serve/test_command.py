@@ -1,0 +1,64 @@
+"""`glmcot serve` as a user runs it: a subprocess on a loopback port, stopped with SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from glmcot.serve.server import free_port
+
+from .dataset import QUESTIONS, build_dataset
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    pytest.importorskip("glmcot.engine.async_engine")
+    data = build_dataset(tmp_path_factory.mktemp("cmd") / "data")
+    port = free_port()
+    env = {**os.environ, "GLMCOT_API_KEY": "env-key", "HF_HUB_OFFLINE": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "glmcot.cli", "serve", "--graph", f"dblp={data}",
+         "--model", "random:qwen3:tiny", "--scripted", str(data / "questions.jsonl"),
+         "--port", str(port), "--engine-option", "num_threads=1", "--max-concurrency", "2",
+         "--log-level", "info"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"glmcot serve exited early:\n{process.stdout.read()}")
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "glmcot serve did not come up"
+            time.sleep(0.2)
+        yield process, url
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+
+
+def test_serve_command_answers_and_shuts_down_cleanly(served):
+    process, url = served
+    assert httpx.get(url + "/v1/graphs", timeout=5).status_code == 401   # key from the env
+    record = QUESTIONS[0]
+    response = httpx.post(url + "/v1/ask", json={"question": record["question"]},
+                          headers={"Authorization": "Bearer env-key"}, timeout=120)
+    assert response.status_code == 200, response.text
+    assert response.json()["answer"] == record["answer"]
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=60)
+    # uvicorn shuts down gracefully, then re-raises the signal so the exit status reports it
+    assert process.returncode in (0, -signal.SIGTERM), output
+    assert "Application shutdown complete" in output
+    assert "Traceback" not in output
