@@ -43,7 +43,7 @@ VARIANTS = (
 
 # A KV pool small enough that eviction matters with several questions in flight (the paper's
 # priority-eviction gains are under memory pressure).
-ABLATION_KV_TOKENS = 16384
+ABLATION_KV_TOKENS = 8192
 
 
 CHUNK_REUSE_MODES = ("exact", "pic", "pic0")

@@ -177,7 +177,8 @@ def run_demo(options: DemoOptions, config: EvalConfig) -> dict[str, Any]:
     if options.ablation:
         from glmcot.eval.ablation import run_ablation
 
-        ablation_domains = options.domains[:1] if options.quick else options.domains[:2]
+        # One domain keeps the demo to a few minutes; `glmcot bench ablation` runs all five.
+        ablation_domains = options.domains[:1]
         ablation_rows = run_ablation({d: datasets[d] for d in ablation_domains},
                                      {d: selected[d] for d in ablation_domains}, config, runs / "ablation",
                                      quiet=options.quiet, prices=prices)

@@ -33,7 +33,7 @@ def plot_latency_split(rows: Sequence[dict[str, Any]], path: Path, subtitle: str
     methods = [m for m in ("graphcot", "glm") if any(r["method"] == m for r in rows)]
     methods += [m for m in dict.fromkeys(r["method"] for r in rows) if m not in methods]
     by_key = {(r["domain"], r["method"]): r for r in rows}
-    fig, ax = plt.subplots(figsize=(10, 5.2), dpi=110)
+    fig, ax = plt.subplots(figsize=(10, 6.2), dpi=110)
     width = 0.8 / max(1, len(methods))
     for i, method in enumerate(methods):
         xs, llm, retrieval, other, total = [], [], [], [], []
@@ -67,8 +67,9 @@ def plot_latency_split(rows: Sequence[dict[str, Any]], path: Path, subtitle: str
     ax.grid(axis="y", alpha=0.3)
     ax.set_ylim(0, max([r.get("latency_mean_s") or 0 for r in rows] +
                        [(r.get("llm_time_mean_s") or 0) + (r.get("retrieval_time_mean_s") or 0) for r in rows]
-                       + [1e-3]) * 1.22)
-    ax.legend(fontsize=9, loc="upper left", ncol=2)
+                       + [1e-3]) * 1.12)
+    # Below the axes, so it never hides a bar or a label.
+    ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
