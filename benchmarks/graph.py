@@ -221,12 +221,18 @@ print(json.dumps({"load_s": load, "rss_bytes": after - before,
     }
 
 
-def measure_retrieval(sizes: list[int], queries: int) -> list[dict]:
+def measure_retrieval(sizes: list[int], queries: int, torch_threads: int = 1) -> list[dict]:
     import faiss
 
     from glmcot.graph.retrieval import IndexConfig, MiniLMEmbedder, RetrieveNodeCache, _make_index
 
     embedder = MiniLMEmbedder()
+    if torch_threads:
+        import torch
+
+        # One short query is too small to split across threads; on a busy 2-core machine the
+        # default intra-op threads spend ~1 s per query waiting on each other (measured).
+        torch.set_num_threads(torch_threads)
     texts_ = [f"the paper about {WORDS[i % len(WORDS)]} {WORDS[(3 * i) % len(WORDS)]} number {i}" for i in range(queries)]
     embedder.encode(texts_[:8])
     encode = timed(lambda text: embedder.encode([text]), [(t,) for t in texts_])
@@ -257,7 +263,7 @@ def measure_retrieval(sizes: list[int], queries: int) -> list[dict]:
             del index
         del base
         gc.collect()
-    return [{"query_encode": encode, "cache_hit": hit, "indexes": rows}]
+    return [{"query_encode": encode, "cache_hit": hit, "indexes": rows, "torch_threads": torch_threads}]
 
 
 def print_table(results: dict) -> None:
@@ -289,7 +295,8 @@ def print_table(results: dict) -> None:
     retrieval = results.get("retrieval")
     if retrieval:
         block = retrieval[0]
-        print(f"\nRetrieveNode: MiniLM query encode p50 {block['query_encode']['p50_us'] / 1000:.2f} ms, "
+        print(f"\nRetrieveNode: MiniLM query encode p50 {block['query_encode']['p50_us'] / 1000:.2f} ms "
+              f"(torch threads {block['torch_threads'] or 'default'}), "
               f"cache hit p50 {block['cache_hit']['p50_us']:.2f} us")
         print("vectors | index | build s | search p50 | search p99 | RetrieveNode p50 (encode + search)")
         for row in block["indexes"]:
@@ -304,6 +311,8 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=None, help="where to build the stores (default: a temp dir)")
     parser.add_argument("--samples", type=int, default=20_000, help="lookups timed per measurement")
     parser.add_argument("--no-retrieval", action="store_true", help="skip the RetrieveNode measurements")
+    parser.add_argument("--torch-threads", type=int, default=1,
+                        help="torch threads for query encoding (0: torch's default)")
     args = parser.parse_args()
 
     sizes = [10**5, 10**6] if args.quick else [10**6, 10**7]
@@ -331,7 +340,7 @@ def main() -> None:
             gc.collect()
         if not args.no_retrieval:
             print("RetrieveNode ...", flush=True)
-            results["retrieval"] = measure_retrieval(vector_sizes, queries=100)
+            results["retrieval"] = measure_retrieval(vector_sizes, queries=100, torch_threads=args.torch_threads)
     finally:
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)

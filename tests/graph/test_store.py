@@ -184,3 +184,21 @@ def test_id_hash_forms_agree():
     offsets = np.concatenate([[0], np.cumsum([len(e) for e in encoded])])
     assert hash_ids(b"".join(encoded), offsets).tolist() == [hash_id(e) for e in encoded]
     assert len(set(hash_ids(b"".join(encoded), offsets).tolist())) == len(ids)
+
+
+def test_lookup_without_the_bucket_directory(tmp_path):
+    # stores of format 1.0 have no id directory: lookups fall back to a binary search
+    ids = [f"n{i}" for i in range(1000)]
+    with StoreWriter(tmp_path / "g") as writer:
+        writer.add_nodes("n", ids, {})
+    manifest_path = tmp_path / "g" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    assert manifest["id_directory_bits"] == 9
+    fast = Graph.open(tmp_path / "g")
+    del manifest["id_directory_bits"]
+    manifest["version"] = "1.0"
+    manifest_path.write_text(json.dumps(manifest))
+    slow = Graph.open(tmp_path / "g")
+    for graph in (fast, slow):
+        assert [graph.index(i) for i in ids] == list(range(1000))
+        assert not graph.has_node("n1000") and not graph.has_node("x")

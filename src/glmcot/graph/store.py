@@ -7,6 +7,8 @@ Layout of a store directory (format ``glmcot.graph``, see ``STORE_FORMAT_VERSION
     nodes/ids_offsets.npy          int64 [num_nodes + 1]
     nodes/id_hash.npy              uint64 sorted 64-bit hashes of the ids
     nodes/id_order.npy             int32|int64 global index of each sorted hash
+    nodes/id_directory.npy         int32|int64 [2^bits + 1]: first sorted-hash position per
+                                   top-bits bucket (1.1+; lookups skip the binary search)
     nodes/degree.npy               int32|int64 out-degree over all relations (chunk ranking)
     features/t<T>/f<F>.*           one column per (type, feature): mask + values by kind
     edges/r<R>.indptr.npy          CSR over the source type's nodes (local index)
@@ -38,7 +40,7 @@ from glmcot.graph.errors import FeatureNotFound, GraphFormatError, NodeNotFound,
 from glmcot.graph.idhash import ID_HASH_NAME, find_duplicate, hash_id, hash_ids
 
 STORE_FORMAT = "glmcot.graph"
-STORE_FORMAT_VERSION = "1.0"
+STORE_FORMAT_VERSION = "1.1"  # 1.1 added nodes/id_directory.npy; 1.0 stores still open
 
 # The feature each node type embeds for RetrieveNode, as Graph-CoT's NODE_TEXT_KEYS (first key).
 NODE_TEXT_KEYS: dict[str, str] = {
@@ -73,6 +75,11 @@ def _blake2b_id_hash(data: bytes) -> int:
 
 
 _ID_HASHES = {ID_HASH_NAME: hash_id, "blake2b64": _blake2b_id_hash}
+
+
+def _directory_bits(num_nodes: int) -> int:
+    """Top hash bits used to bucket ids: about one id per bucket, at most 2^28 buckets."""
+    return min(max(int(num_nodes).bit_length() - 1, 0), 28)
 
 
 def _index_dtype(max_value: int) -> np.dtype:
@@ -491,6 +498,15 @@ class StoreWriter:
         self._check_unique(sorted_hashes, order, tmp)
         _save(tmp / "nodes" / "id_hash.npy", sorted_hashes)
         _save(tmp / "nodes" / "id_order.npy", order.astype(_index_dtype(num_nodes)))
+        bits = _directory_bits(num_nodes)
+        buckets = np.arange(2**bits + 1, dtype=np.uint64)
+        if bits:
+            bucket_starts = np.searchsorted(sorted_hashes, buckets[:-1] << np.uint64(64 - bits))
+        else:
+            bucket_starts = np.zeros(1, dtype=np.int64)
+        directory = np.append(bucket_starts, num_nodes).astype(_index_dtype(num_nodes + 1))
+        _save(tmp / "nodes" / "id_directory.npy", directory)
+        self._directory_bits = bits
         del hashes, order, sorted_hashes
 
         for src_type, _ in self._edges:
@@ -534,6 +550,7 @@ class StoreWriter:
             "num_nodes": num_nodes,
             "num_edges": num_edges,
             "id_hash": ID_HASH_NAME,
+            "id_directory_bits": self._directory_bits,
             "node_types": types_meta,
             "warnings": self.warnings,
             "source": self.source,
@@ -706,6 +723,11 @@ class Graph:
         if hash_name not in _ID_HASHES:
             raise GraphFormatError(f"{directory}: unknown id hash {hash_name!r}; re-import the graph")
         self._hash = _ID_HASHES[hash_name]
+        self._directory_bits = manifest.get("id_directory_bits")
+        self._directory_view = None
+        if self._directory_bits is not None:
+            self._directory_view = memoryview(_load(nodes / "id_directory.npy"))
+            self._directory_shift = 64 - int(self._directory_bits)
         self._degree_path = nodes / "degree.npy"
         self._total_degree: np.ndarray | None = None
         self._columns: dict[tuple[str, str], _FeatureColumn] = {}
@@ -784,10 +806,18 @@ class Graph:
             return -1
         data = node_id.encode(_ENCODING, _ERRORS)
         key = self._hash(data)
-        position = int(self._hashes.searchsorted(np.uint64(key)))
+        directory = self._directory_view
+        if directory is not None:
+            bucket = key >> self._directory_shift
+            position, size = directory[bucket], directory[bucket + 1]
+            hashes = self._hashes_view
+            while position < size and hashes[position] < key:
+                position += 1
+        else:
+            position = int(self._hashes.searchsorted(np.uint64(key)))
+            size = self._num_nodes
         hashes, order, offsets = self._hashes_view, self._order_view, self._offsets_view
         blob = self._ids.data
-        size = self._num_nodes
         while position < size and hashes[position] == key:
             index = order[position]
             if blob[offsets[index] : offsets[index + 1]] == data:
@@ -821,13 +851,13 @@ class Graph:
             indices = indices.tolist()
         offsets = self._offsets_view
         data = self._ids.data
-        size = self._num_nodes
-        result = []
-        for index in indices:
-            if not 0 <= index < size:
-                raise IndexError(f"node index {index} out of range [0, {size})")
-            result.append(data[offsets[index] : offsets[index + 1]].decode(_ENCODING, _ERRORS))
-        return result
+        try:
+            if indices and (min(indices) < 0 or max(indices) >= self._num_nodes):
+                raise IndexError
+            return [data[offsets[index] : offsets[index + 1]].decode(_ENCODING, _ERRORS) for index in indices]
+        except IndexError:
+            bad = [index for index in indices if not 0 <= index < self._num_nodes]
+            raise IndexError(f"node index {bad[0] if bad else '?'} out of range [0, {self._num_nodes})") from None
 
     def type_of_index(self, index: int) -> str:
         if not 0 <= index < self._num_nodes:
