@@ -194,3 +194,28 @@ def test_openai_backend_over_http_matches_the_in_process_backend(server, engine,
                 assert here.llm_calls == there.llm_calls
                 assert here.output_tokens == there.output_tokens
     http.close()
+
+
+def test_timeout_answers_504_and_stops_the_agent(engine, dataset):
+    config = ServeConfig(graphs={"dblp": dataset}, model="random:qwen3:tiny",
+                         scripted=dataset / "questions.jsonl", port=0, timeout_s=0.5,
+                         max_concurrency=1, max_queue=0)
+    runtime = build_runtime(config, engine=engine)
+    try:
+        with BackgroundServer(config, runtime) as server, \
+                httpx.Client(base_url=server.url, timeout=60) as client:
+            body = {"question": BY_QID["s-1"]["question"], "method": "graphcot"}
+            response = client.post("/v1/ask", json=body)
+            assert response.status_code == 504
+            assert response.json()["error"]["type"] == "timeout_error"
+            # the abandoned agent keeps its slot until it stops, at its next LLM call
+            state = server.app.state.serve
+            deadline = time.monotonic() + 30
+            while state.admission.running:
+                assert time.monotonic() < deadline, "the timed-out agent did not stop"
+                time.sleep(0.05)
+            text = client.get("/metrics").text
+            assert 'method="graphcot",policy="scripted policy",outcome="timeout"} 1' in text
+    finally:
+        runtime.close()
+    idle(engine)

@@ -5,7 +5,6 @@ Every dependency on those packages' constructors lives here."""
 
 from __future__ import annotations
 
-import inspect
 import os
 import threading
 from dataclasses import fields

@@ -25,6 +25,11 @@ from glmcot.serve.schemas import (EVENT_VERSION, AskRequest, AskResponse, AskTim
 router = APIRouter(tags=["Questions"])
 
 ERROR_RESPONSES = {
+    200: {"description": "The answer (JSON), or with `stream: true` a `text/event-stream` of "
+                         "events: start, llm, classification, snippet, retrieval, notebook, "
+                         "missing, reasoning, thought, action, step, agent-error, answer, "
+                         "result (the JSON answer), or error.",
+          "content": {"text/event-stream": {}}},
     401: {"description": "Missing or invalid API key"},
     404: {"description": "Unknown graph"},
     413: {"description": "Body or question too large"},

@@ -18,7 +18,7 @@ from fastapi.responses import StreamingResponse
 
 from glmcot.serve import errors, sse
 from glmcot.serve.engine_bridge import EngineBridge, Generation
-from glmcot.serve.schemas import (ChatCompletionRequest, ChatCompletionResponse, ChatMessage,
+from glmcot.serve.schemas import (ChatCompletionRequest, ChatCompletionResponse,
                                   CompletionRequest, CompletionResponse, ModelCard, ModelList)
 
 router = APIRouter(tags=["OpenAI-compatible"])
@@ -257,16 +257,3 @@ async def _stream(state: Any, endpoint: str, generation: Generation, ticket: Any
 def _end_session(bridge: EngineBridge, body: Any) -> None:
     if body.end_session and body.session:
         bridge.end_session(body.session)
-
-
-def chat_to_text(messages: list[ChatMessage]) -> list[tuple[str, str]]:
-    out = []
-    for message in messages:
-        if message.segments is not None:
-            text = "".join(segment.text for segment in message.segments)
-        elif isinstance(message.content, list):
-            text = "".join(part.text or "" for part in message.content if part.type == "text")
-        else:
-            text = message.content or ""
-        out.append((message.role, text))
-    return out
