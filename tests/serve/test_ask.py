@@ -219,3 +219,29 @@ def test_timeout_answers_504_and_stops_the_agent(engine, dataset):
     finally:
         runtime.close()
     idle(engine)
+
+
+def test_upstream_llm_mode_answers_through_another_server(server, dataset):
+    """`--llm URL`: this server's agents call an OpenAI-compatible server (here the module's own
+    server, which runs the engine) through glmcot.llm's OpenAI backend. Random weights write no
+    valid agent output, so the question ends with a failure reason, reported cleanly."""
+    config = ServeConfig(graphs={"dblp": dataset}, llm_url=server.url + "/v1", llm_api_key=KEY,
+                         port=0, timeout_s=120)
+    runtime = build_runtime(config)
+    try:
+        with BackgroundServer(config, runtime) as front, \
+                httpx.Client(base_url=front.url, timeout=120) as client:
+            body = {"question": BY_QID["s-0"]["question"], "options": {"max_tokens": 8}}
+            response = client.post("/v1/ask", json=body)
+            assert response.status_code == 200, response.text
+            answer = response.json()
+            assert answer["policy"] == "model"
+            assert answer["backend"].startswith("openai http://127.0.0.1")
+            assert answer["usage"]["llm_calls"] >= 1 and answer["usage"]["prompt_tokens"] > 0
+            assert answer["failure"] in (None, "unexpected_output", "code_error",
+                                         "retrieval_error", "step_limit")
+            assert client.post("/v1/completions", json={"prompt": "x"}).status_code == 501
+    finally:
+        runtime.close()
+    upstream = httpx.get(server.url + "/metrics", headers=AUTH).text
+    assert 'glmcot_requests_total{endpoint="/v1/chat/completions",status="200"}' in upstream
