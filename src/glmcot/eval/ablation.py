@@ -5,6 +5,7 @@ the same run."""
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,51 +101,63 @@ def effective_engine(engine: dict[str, Any]) -> tuple:
 
 def run_ablation(datasets: dict[str, Path], questions: dict[str, list[Question]], config: EvalConfig,
                  out: Path, *, quiet: bool = False, prices: Prices | None = None,
-                 kv_cache_tokens: int | None = ABLATION_KV_TOKENS,
+                 kv_cache_tokens: int | None = ABLATION_KV_TOKENS, repeats: int = 1,
                  variants: tuple[Variant, ...] = VARIANTS) -> list[dict[str, Any]]:
-    """Runs every variant over every domain's questions; one summary row per variant (domains
-    pooled: throughput = questions / summed wall time). A variant whose switch this engine lacks
-    is run only if it differs from the full configuration; otherwise it is listed as unavailable."""
+    """Runs every variant over every domain's questions; one summary row per variant (domains and
+    repeats pooled: throughput = questions / summed wall time). With repeats > 1 the variant order
+    alternates (forward, backward, ...) so slow drift of a shared machine hits every variant alike.
+    A variant whose switch this engine lacks is listed as unavailable instead of run."""
     from glmcot.eval.demo import measure
+    from glmcot.eval.runner import read_rows
 
     console = make_console(quiet)
-    total = sum(len(q) for q in questions.values())
-    rows: list[dict[str, Any]] = []
+    plans: list[tuple[Variant, dict[str, Any], dict[str, Any], list[str]]] = []
+    unavailable: dict[str, list[str]] = {}
     full_settings = None
+    for variant in variants:
+        engine, agent, missing = resolve_variant(variant)
+        settings = (variant.method, effective_engine(engine), tuple(sorted(agent.items())), variant.retrieve_cache)
+        if variant.full:
+            full_settings = settings
+        elif settings == full_settings:  # its switch is not in this installation
+            unavailable[variant.name] = missing or ["its switch is not in this engine"]
+            console.print(f"[yellow]ablation: {variant.label} skipped: {'; '.join(unavailable[variant.name])}[/]")
+            continue
+        plans.append((variant, engine, agent, missing))
+    per_variant = sum(len(q) for q in questions.values()) * repeats
+    pooled_rows: dict[str, list[dict[str, Any]]] = {v.name: [] for v, *_ in plans}
+    walls: dict[str, float] = {v.name: 0.0 for v, *_ in plans}
+    stats: dict[str, dict[str, Any]] = {v.name: {} for v, *_ in plans}
     with make_progress(quiet) as bar:
-        for variant in variants:
-            engine, agent, missing = resolve_variant(variant)
-            settings = (variant.method, effective_engine(engine), tuple(sorted(agent.items())), variant.retrieve_cache)
-            if variant.full:
-                full_settings = settings
-            elif settings == full_settings:  # its switch is not in this installation
-                missing = missing or ["its switch is not in this engine"]
-                console.print(f"[yellow]ablation: {variant.label} skipped: {'; '.join(missing)}[/]")
-                rows.append({"variant": variant.name, "label": variant.label + " (n/a)", "method": variant.method,
-                             "full": False, "unavailable": missing})
-                continue
-            task = bar.add_task(f"ablation: {variant.label}", total=total)
-            all_rows: list[dict[str, Any]] = []
-            wall = 0.0
-            stats: dict[str, Any] = {}
-            for domain, dataset in datasets.items():
-                engine_options = dict(engine)
-                if kv_cache_tokens:
-                    engine_options["kv_cache_tokens"] = kv_cache_tokens
-                summary = measure(variant.method, questions[domain], dataset, config,
-                                  out / variant.name / f"{domain}.jsonl", engine=engine_options, agent=agent,
-                                  retrieve_cache=variant.retrieve_cache, prices=prices,
-                                  on_done=lambda _r, t=task: bar.advance(t))
-                stats[domain] = summary.get("engine_stats")
-                wall += summary["wall_s"]
-                from glmcot.eval.runner import read_rows
-
-                all_rows += read_rows(out / variant.name / f"{domain}.jsonl")
-            pooled = summarize(all_rows, wall, len(all_rows), prices)
-            rows.append({"variant": variant.name, "label": variant.label, "method": variant.method,
-                         "full": variant.full, "engine": engine, "agent": agent,
-                         "retrieve_cache": variant.retrieve_cache, "not_in_this_engine": missing,
-                         "domains": list(datasets), **pooled, "engine_stats": stats})
+        tasks = {v.name: bar.add_task(f"ablation: {v.label}", total=per_variant) for v, *_ in plans}
+        for repeat in range(repeats):
+            order = plans if repeat % 2 == 0 else list(reversed(plans))
+            for variant, engine, agent, _missing in order:
+                for domain, dataset in datasets.items():
+                    engine_options = dict(engine)
+                    if kv_cache_tokens:
+                        engine_options["kv_cache_tokens"] = kv_cache_tokens
+                    path = out / variant.name / (f"{domain}.jsonl" if repeats == 1 else f"{domain}-r{repeat}.jsonl")
+                    summary = measure(variant.method, questions[domain], dataset, config, path,
+                                      engine=engine_options, agent=agent, retrieve_cache=variant.retrieve_cache,
+                                      prices=prices, on_done=lambda _r, t=tasks[variant.name]: bar.advance(t))
+                    stats[variant.name][f"{domain}#{repeat}"] = summary.get("engine_stats")
+                    walls[variant.name] += summary["wall_s"]
+                    pooled_rows[variant.name] += read_rows(path)
+    rows: list[dict[str, Any]] = []
+    planned = {v.name: (engine, agent, missing) for v, engine, agent, missing in plans}
+    for variant in variants:
+        if variant.name in unavailable:
+            rows.append({"variant": variant.name, "label": variant.label + " (n/a)", "method": variant.method,
+                         "full": False, "unavailable": unavailable[variant.name]})
+            continue
+        engine, agent, missing = planned[variant.name]
+        pooled = summarize(pooled_rows[variant.name], walls[variant.name], len(pooled_rows[variant.name]), prices)
+        rows.append({"variant": variant.name, "label": variant.label, "method": variant.method,
+                     "full": variant.full, "engine": engine, "agent": agent,
+                     "retrieve_cache": variant.retrieve_cache, "not_in_this_engine": missing,
+                     "domains": list(datasets), "repeats": repeats, **pooled,
+                     "engine_stats": stats[variant.name]})
     full = next((r for r in rows if r.get("full")), None)
     for row in rows:
         if full and full.get("throughput_qps") and row.get("throughput_qps"):
@@ -153,7 +166,7 @@ def run_ablation(datasets: dict[str, Path], questions: dict[str, list[Question]]
 
 
 def run_ablation_command(*, out: Path, model: str, questions: int | None, quick: bool, config: EvalConfig,
-                         quiet: bool = False, domains: list[str] | None = None) -> dict[str, Any]:
+                         quiet: bool = False, domains: list[str] | None = None, repeats: int = 1) -> dict[str, Any]:
     """`glmcot bench ablation`: synthetic domains (cached), the same questions for every variant."""
     from datetime import datetime, timezone
 
@@ -173,13 +186,14 @@ def run_ablation_command(*, out: Path, model: str, questions: int | None, quick:
     datasets = {d: ensure_dataset(d, DEMO_SCALE, DEMO_SEED, config.cache_dir) for d in domains}
     chosen = {d: pick_questions(load_questions(p / "questions.jsonl"), per_domain) for d, p in datasets.items()}
     started = time.perf_counter()
-    rows = run_ablation(datasets, chosen, config, out / "ablation", quiet=quiet,
+    rows = run_ablation(datasets, chosen, config, out / "ablation", quiet=quiet, repeats=repeats,
                         prices=Prices(config.price_input, config.price_cached_input, config.price_output))
     subtitle = f"scripted policy on {model} (random weights): system measurement"
     figure = plot_ablation(rows, out / "fig15_ablation.png", subtitle)
     result = {"format": "glmcot.ablation/1", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "notice": SCRIPTED_NOTICE, "model": model, "domains": domains, "questions_per_domain": per_domain,
-              "concurrency": config.concurrency, "kv_cache_tokens": ABLATION_KV_TOKENS, "rows": rows,
+              "concurrency": config.concurrency, "kv_cache_tokens": ABLATION_KV_TOKENS, "repeats": repeats,
+              "command": "glmcot " + " ".join(sys.argv[1:]), "rows": rows,
               "figure": str(figure), "wall_s": time.perf_counter() - started}
     write_json_atomic(out / "ablation.json", result)
     (out / "ablation.md").write_text(ablation_markdown(rows) + "\n", encoding="utf-8")

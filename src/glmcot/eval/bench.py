@@ -68,7 +68,8 @@ def run_script(name: str, quick: bool, out: Path, quiet: bool = False) -> dict[s
 
 
 def run_bench(which: str, *, quick: bool, out: Path, model: str, questions: int | None,
-              config: EvalConfig, quiet: bool = False, domains: list[str] | None = None) -> dict[str, Any]:
+              config: EvalConfig, quiet: bool = False, domains: list[str] | None = None,
+              repeats: int = 1) -> dict[str, Any]:
     from rich.console import Console
 
     console = Console(stderr=quiet)
@@ -80,7 +81,8 @@ def run_bench(which: str, *, quick: bool, out: Path, model: str, questions: int 
             from glmcot.eval.ablation import run_ablation_command
 
             results[name] = run_ablation_command(out=out, model=model, questions=questions, quick=quick,
-                                                 config=config, quiet=quiet, domains=domains)
+                                                 config=config, quiet=quiet, domains=domains,
+                                                 repeats=repeats)
         else:
             results[name] = run_script(name, quick, out, quiet)
             status = results[name]["status"]

@@ -192,6 +192,7 @@ def register(app: typer.Typer) -> None:
         questions: Optional[int] = typer.Option(None, "--questions", "-n", min=1, help="Ablation: questions per domain [8; 3 with --quick]."),
         domains: Optional[str] = typer.Option(None, help="Ablation: comma-separated domains [all five; dblp,amazon with --quick]."),
         concurrency: Optional[int] = typer.Option(None, help="Ablation: questions in flight [default 4]."),
+        repeats: int = typer.Option(1, min=1, help="Ablation: run the variants this many times, order alternating, pooled."),
         as_json: bool = typer.Option(False, "--json", help="Print the collected results as JSON."),
         config_file: Optional[Path] = typer.Option(None, "--config", help=_CONFIG_HELP),
     ) -> None:
@@ -212,6 +213,6 @@ def register(app: typer.Typer) -> None:
             from glmcot.eval.bench import run_bench
 
             result = run_bench(which, quick=quick, out=out, model=model, questions=questions, config=config,
-                               quiet=as_json, domains=chosen)
+                               quiet=as_json, domains=chosen, repeats=repeats)
             if as_json:
                 _print_json(result)

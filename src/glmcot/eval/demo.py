@@ -215,9 +215,10 @@ def run_demo(options: DemoOptions, config: EvalConfig) -> dict[str, Any]:
         if ablation_rows:
             console.print(ablation_rich(ablation_rows, title="Ablation (Figure 15 view)"))
         for item in result["ratios"]:
-            console.print(f"{item['domain']}: tokens/question -{(item['token_reduction'] or 0) * 100:.1f} %, "
+            console.print(f"{item['domain']}: tokens/question {-(item['token_reduction'] or 0) * 100:+.1f} %, "
                           f"throughput GLM/Graph-CoT {item['throughput_speedup'] or 0:.2f}x, "
-                          f"p50 latency -{(item['latency_p50_reduction'] or 0) * 100:.1f} %", highlight=False)
+                          f"p50 latency {-(item['latency_p50_reduction'] or 0) * 100:+.1f} % (GLM vs Graph-CoT)",
+                          highlight=False)
         console.print(f"[dim]{PAPER_HEADLINE}[/]")
         console.print(f"wrote {options.out / 'report.md'}, {options.out / 'results.json'}, "
                       + ", ".join(figures.values()) + f" in {wall:.0f} s")
