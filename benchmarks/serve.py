@@ -97,6 +97,9 @@ async def run_arm(url: str, api_key: str, graph: str, method: str, questions: li
         "llm_calls_mean": statistics.fmean(r["llm_calls"] for r in ok) if ok else None,
         "tokens_mean": statistics.fmean(r["prompt_tokens"] + r["output_tokens"] for r in ok)
         if ok else None,
+        "output_tokens_mean": statistics.fmean(r["output_tokens"] for r in ok) if ok else None,
+        "uncached_prompt_tokens_mean": statistics.fmean(r["prompt_tokens"] - r["cached_tokens"]
+                                                        for r in ok) if ok else None,
         "cached_fraction": (sum(r["cached_tokens"] for r in ok)
                             / max(1, sum(r["prompt_tokens"] for r in ok))),
         "records": [{"qid": r.get("qid"), "status": r["status"],
@@ -164,7 +167,7 @@ def main() -> None:
     table = Table(title="glmcot serve: Poisson arrivals on /v1/ask (scripted policy: measures "
                         "the system, not model accuracy)")
     for column in ("method", "rate q/s", "ok/sent", "errors", "throughput q/s", "p50 s", "p99 s",
-                   "calls/q", "tokens/q", "cached"):
+                   "mean s", "calls/q", "tokens/q", "cached", "computed/q", "output/q"):
         table.add_column(column, justify="right")
 
     def fmt(value, digits=2):
@@ -173,15 +176,20 @@ def main() -> None:
     for arm in results:
         table.add_row(arm["method"], f"{arm['rate']:g}", f"{arm['completed']}/{arm['requests']}",
                       str(arm["errors"]), fmt(arm["throughput_qps"]), fmt(arm["latency_p50_s"]),
-                      fmt(arm["latency_p99_s"]), fmt(arm["llm_calls_mean"], 1),
-                      fmt(arm["tokens_mean"], 0), f"{arm['cached_fraction']:.0%}")
-    Console().print(table)
+                      fmt(arm["latency_p99_s"]), fmt(arm["latency_mean_s"]),
+                      fmt(arm["llm_calls_mean"], 1), fmt(arm["tokens_mean"], 0),
+                      f"{arm['cached_fraction']:.0%}", fmt(arm["uncached_prompt_tokens_mean"], 0),
+                      fmt(arm["output_tokens_mean"], 0))
+    Console(width=160).print(table)
     for rate in rates:
         by = {a["method"]: a for a in results if a["rate"] == rate}
         if "glm" in by and "graphcot" in by and by["glm"]["latency_p50_s"]:
             print(f"rate {rate:g}: Graph-CoT/GLM p50 latency ratio "
                   f"{by['graphcot']['latency_p50_s'] / by['glm']['latency_p50_s']:.2f}x, "
-                  f"p99 {by['graphcot']['latency_p99_s'] / by['glm']['latency_p99_s']:.2f}x")
+                  f"p99 {by['graphcot']['latency_p99_s'] / by['glm']['latency_p99_s']:.2f}x, "
+                  f"mean {by['graphcot']['latency_mean_s'] / by['glm']['latency_mean_s']:.2f}x; "
+                  f"GLM/Graph-CoT throughput "
+                  f"{by['glm']['throughput_qps'] / by['graphcot']['throughput_qps']:.2f}x")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     payload = {"benchmark": "serve", "version": 1, "policy": "scripted policy",
                "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
