@@ -15,11 +15,11 @@ EDGES_PER_UNIT = 15.5     # stored edges per item (measured at the small scale)
 _ASIN_CHARS = np.array(list("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"))
 
 
-def build(rng: np.random.Generator, units: int) -> SynthGraph:
+def build(rng: np.random.Generator, units: int, progress=None) -> SynthGraph:
     schema = load_schema("amazon")
     n_item = units
     n_brand = max(30, units // 12)
-    g = SynthGraph(schema, {"item": n_item, "brand": n_brand})
+    g = SynthGraph(schema, {"item": n_item, "brand": n_brand}, progress)
 
     brand_words = words("brands")
     brand_names = [brand_words[k] if k < len(brand_words)

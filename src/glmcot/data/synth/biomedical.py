@@ -52,11 +52,11 @@ def _names(base: tuple[str, ...], n: int, combos) -> list[str]:
     return make_unique(out)
 
 
-def build(rng: np.random.Generator, units: int) -> SynthGraph:
+def build(rng: np.random.Generator, units: int, progress=None) -> SynthGraph:
     schema = load_schema("biomedical")
     shrink = min(1.0, units / TINY_UNITS)      # below tiny (tests) the minimums shrink too
     counts = {t: max(int(_MIN[t] * shrink), int(units * _SHARE[t]), 5) for t in schema.node_types}
-    g = SynthGraph(schema, counts)
+    g = SynthGraph(schema, counts, progress)
     anatomy, symptoms, diseases = words("anatomy"), words("symptoms"), words("diseases")
     organ_dis, side, comps = words("organ_disease"), words("side_effects"), words("compounds")
     syl, suf = words("compound_syllables"), words("compound_suffixes")

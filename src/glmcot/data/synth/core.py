@@ -42,7 +42,8 @@ def resolve_scale(scale: str | int) -> int | None:
 class SynthGraph:
     """Columnar node and edge tables for one synthetic domain graph."""
 
-    def __init__(self, schema: DomainSchema, counts: dict[str, int]):
+    def __init__(self, schema: DomainSchema, counts: dict[str, int],
+                 progress: Callable[[int], None] | None = None):
         missing = [t for t in schema.node_types if t not in counts]
         if missing:
             raise ValueError(f"no node count for types {missing}")
@@ -59,7 +60,7 @@ class SynthGraph:
         self.features: dict[str, dict[str, list]] = {}
         self._edges: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray]]] = {}
         self._csr: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
-        self._index: dict[str, tuple[str, int]] | None = None
+        self._progress = progress      # called with the number of nodes or edges just added
 
     # -- building -----------------------------------------------------------------------------
     def set_nodes(self, node_type: str, ids: Sequence[str], features: dict[str, Sequence]) -> None:
@@ -77,6 +78,8 @@ class SynthGraph:
             cols[name] = col
         self.ids[node_type] = list(ids)
         self.features[node_type] = cols
+        if self._progress:
+            self._progress(len(ids))
 
     def add_edges(self, src_type: str, relation: str, src: np.ndarray, dst: np.ndarray) -> None:
         """Append edges given as type-local indices (dst in the relation's target type)."""
@@ -90,6 +93,8 @@ class SynthGraph:
             raise ValueError(f"edge index out of range for {src_type}.{relation}")
         self._edges.setdefault((src_type, relation), []).append((src, dst))
         self._csr.pop((src_type, relation), None)
+        if self._progress:
+            self._progress(len(src))
 
     def add_both(self, src_type: str, relation: str, src: np.ndarray, dst: np.ndarray,
                  reverse: str | None = None) -> None:

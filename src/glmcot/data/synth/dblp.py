@@ -78,12 +78,12 @@ def _person_names(rng: np.random.Generator, n: int) -> list[str]:
     return out
 
 
-def build(rng: np.random.Generator, units: int) -> SynthGraph:
+def build(rng: np.random.Generator, units: int, progress=None) -> SynthGraph:
     schema = load_schema("dblp")
     n_paper = units
     n_author = max(40, int(units * 0.45))
     n_venue = max(12, int(units / 150))
-    g = SynthGraph(schema, {"paper": n_paper, "author": n_author, "venue": n_venue})
+    g = SynthGraph(schema, {"paper": n_paper, "author": n_author, "venue": n_venue}, progress)
 
     # Papers in index order get non-decreasing years, so references point to older papers.
     years = np.sort(1990 + np.floor(34 * rng.beta(2.5, 1.2, n_paper)).astype(np.int64))

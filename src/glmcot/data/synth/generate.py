@@ -54,12 +54,20 @@ def units_for(domain: str, scale: str | int) -> int:
 
 
 def build_graph(domain: str, scale: str | int = "tiny", seed: int = 0,
-                units: int | None = None) -> SynthGraph:
+                units: int | None = None, progress: Callable[[int], None] | None = None) -> SynthGraph:
     """The domain graph at a scale; `units` (papers, items, books, nodes, opinions) overrides
     the scale, e.g. for graphs smaller than tiny in tests."""
     domain = canonical_domain(domain)
     module = importlib.import_module(f"glmcot.data.synth.{domain}")
-    return module.build(_seed(seed, domain, 0), units or units_for(domain, scale))
+    return module.build(_seed(seed, domain, 0), units or units_for(domain, scale), progress)
+
+
+def expected_size(domain: str, scale: str | int) -> int:
+    """Rough nodes + edges a build adds, for progress bars."""
+    domain = canonical_domain(domain)
+    module = importlib.import_module(f"glmcot.data.synth.{domain}")
+    units = units_for(domain, scale)
+    return int(units * (module.EDGES_PER_UNIT + 1.6))
 
 
 def make_questions(graph: SynthGraph, seed: int, per_template: int,
@@ -102,10 +110,16 @@ def generate(config: SynthConfig, out_dir: str | os.PathLike, force: bool = Fals
                 target.unlink()
     out.mkdir(parents=True, exist_ok=True)
     report = progress or (lambda stage, done, total: None)
-    report("graph", 0, 1)
-    graph = build_graph(config.domain, config.scale, config.seed)
+    expected = expected_size(config.domain, config.scale)
+    built = [0]
+
+    def on_build(n: int) -> None:
+        built[0] += n
+        report("graph", min(built[0], expected), expected)
+    report("graph", 0, expected)
+    graph = build_graph(config.domain, config.scale, config.seed, progress=on_build)
     graph.check_unique_ids()
-    report("graph", 1, 1)
+    report("graph", expected, expected)
     templates = len(_template_count(config.domain))
     done = [0]
 

@@ -22,14 +22,14 @@ def _title(rng: np.random.Generator, patterns, vocab) -> str:
     return patterns[int(rng.integers(0, len(patterns)))].format(A=a, B=b)
 
 
-def build(rng: np.random.Generator, units: int) -> SynthGraph:
+def build(rng: np.random.Generator, units: int, progress=None) -> SynthGraph:
     schema = load_schema("goodreads")
     n_book = units
     n_author = max(30, units // 3)
     n_pub = max(20, units // 15)
     n_series = max(10, units // 8)
     g = SynthGraph(schema, {"book": n_book, "author": n_author, "publisher": n_pub,
-                            "series": n_series})
+                            "series": n_series}, progress)
     patterns, vocab = words("book_patterns"), words("book_words")
     genres, shelves, formats = words("genres"), words("shelves"), words("formats")
 

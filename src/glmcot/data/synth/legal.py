@@ -41,13 +41,13 @@ def _case_name(rng: np.random.Generator, last, first) -> str:
     return f"{a} v. {b}"
 
 
-def build(rng: np.random.Generator, units: int) -> SynthGraph:
+def build(rng: np.random.Generator, units: int, progress=None) -> SynthGraph:
     schema = load_schema("legal")
     n_op = units
     n_cl = max(20, int(units * 0.7))
     n_dk = max(15, int(units * 0.55))
     n_ct = max(30, units // 40)
-    g = SynthGraph(schema, {"opinion": n_op, "opinion_cluster": n_cl, "docket": n_dk, "court": n_ct})
+    g = SynthGraph(schema, {"opinion": n_op, "opinion_cluster": n_cl, "docket": n_dk, "court": n_ct}, progress)
     first, last = words("first_names"), words("last_names")
     topics, holdings, outcomes = words("legal_topics"), words("legal_holdings"), words("legal_outcomes")
 
