@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from glmcot.data.templates.base import Ctx, Instance, PlanBuilder, Reject, TemplateSet, q
-from glmcot.data.templates.families import degree, neighbour_feature, short
+from glmcot.data.templates.families import degree, neighbour_feature
 
 T = TemplateSet("biomedical")
 
