@@ -100,6 +100,8 @@ class Scheduler:
             remaining = request.num_tokens - num_hit - skip
             if remaining > budget and not self.config.enable_chunked_prefill:
                 if scheduled or remaining <= self.config.max_num_batched_tokens:
+                    if self.chunks:
+                        self.chunks.release(request)
                     break
                 # A prompt longer than the whole budget still has to run: give it one step alone.
             num_new = min(remaining, budget) if self.config.enable_chunked_prefill else remaining
@@ -135,6 +137,7 @@ class Scheduler:
             self.chunks.release(request)
         self.kv.free(request)
         request.num_computed_tokens = 0
+        request.levels_tagged = 0  # its blocks may differ when it returns: claim their levels again
         request.num_preemptions += 1
         self.num_preemptions += 1
         self.add(request)
