@@ -161,20 +161,10 @@ def graphcot_peer(store: Path, workdir: Path, samples: int) -> dict:
     """Graph-CoT's representation: graph.json loaded whole into dicts. Also times our importer."""
     from glmcot.graph.importer import import_graph_json
 
+    from glmcot.graph.export import export_graph_json
+
     graph = Graph.open(store)
-    path = workdir / "graph.json"
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write("{")
-        for type_number, node_type in enumerate(graph.node_types):
-            start, stop = graph.type_range(node_type)
-            handle.write(("," if type_number else "") + json.dumps(f"{node_type}_nodes") + ": {")
-            relations = graph.relation_names(node_type)
-            for index in range(start, stop):
-                node = {"features": graph.features_at(index),
-                        "neighbors": {r: graph.node_ids(graph.neighbor_indices(index, r)) for r in relations}}
-                handle.write(("," if index > start else "") + json.dumps(graph.node_id(index)) + ": " + json.dumps(node))
-            handle.write("}")
-        handle.write("}")
+    path = export_graph_json(graph, workdir / "graph.json")
     json_bytes = path.stat().st_size
     script = """
 import json, os, random, sys, time

@@ -184,3 +184,27 @@ def test_neighbour_resolution_survives_hash_collisions(tmp_path, monkeypatch):
     payload["m_nodes"] = {"x": {"features": {}, "neighbors": {}}}
     with pytest.raises(GraphFormatError, match="duplicate node id 'x' in types 'n' and 'm'"):
         import_graph_json(write(tmp_path, payload, "dup.json"), tmp_path / "dup")
+
+
+def test_export_then_import_gives_the_same_graph(tmp_path, tiny):
+    from typer.testing import CliRunner
+
+    from glmcot.cli import app
+    from glmcot.graph.chunks import render_chunk
+
+    path = tmp_path / "graph.json"
+    runner = CliRunner()
+    result = runner.invoke(app, ["graph", "export", str(tiny.directory), "--out", str(path)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert list(data) == ["paper_nodes", "author_nodes", "venue_nodes"]
+    assert data["paper_nodes"]["p3"]["neighbors"]["author"] == ["a1", "a2", "a3"]
+    assert "year" not in data["paper_nodes"]["p4"]["features"]  # absent stays absent
+    assert runner.invoke(app, ["graph", "export", str(tiny.directory), "--out", str(path)]).exit_code == 1
+    import_graph_json(path, tmp_path / "again")
+    again = Graph.open(tmp_path / "again")
+    assert again.num_edges == tiny.num_edges
+    for index in range(tiny.num_nodes):
+        node_id = tiny.node_id(index)
+        assert again.features_at(index) == tiny.features_at(index)
+        assert render_chunk(again, node_id) == render_chunk(tiny, node_id)

@@ -1,4 +1,4 @@
-"""`glmcot graph ...` commands: import, info, embed, call."""
+"""`glmcot graph ...` commands: import, info, export, embed, call."""
 
 from __future__ import annotations
 
@@ -93,7 +93,13 @@ def info_command(
         f"[bold]{store}[/bold]  {info['format']}  nodes {info['nodes']:,}  edges {info['edges']:,}  "
         f"on disk {_human_bytes(info['bytes_on_disk'])}  topology {info['topology_bytes_per_edge']:.2f} B/edge"
     )
-    table = Table("type", "nodes", "text key", "features", "relation", "edges")
+    table = Table()
+    table.add_column("type", overflow="fold")
+    table.add_column("nodes", justify="right")
+    table.add_column("text key")
+    table.add_column("features")
+    table.add_column("relation", overflow="fold")
+    table.add_column("edges", justify="right")
     for entry in info["types"]:
         features = ", ".join(f"{name}:{kind}" for name, kind in entry["features"].items())
         relations = list(entry["relations"].items()) or [("", 0)]
@@ -116,6 +122,31 @@ def info_command(
         console.print(f"node index: {meta['index']['kind']}, {meta['embedder'].get('name')}, {meta['dim']}-d")
     else:
         console.print(f"node index: none (build it with `glmcot graph embed {store}`)")
+
+
+@app.command("export")
+def export_command(
+    store: Path = typer.Argument(..., help="A store directory."),
+    out: Path = typer.Option(..., "--out", "-o", help="The graph.json to write (written atomically)."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing file."),
+) -> None:
+    """Write a store as a GRBench graph.json (the layout the original Graph-CoT code loads)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from glmcot.graph.errors import GraphFormatError
+    from glmcot.graph.export import export_graph_json
+    from glmcot.graph.store import Graph
+
+    if out.exists() and not force:
+        _fail(f"{out} exists; pass --force to replace it")
+    try:
+        graph = Graph.open(store)
+    except GraphFormatError as error:
+        _fail(str(error))
+    with Progress(TextColumn("exporting nodes"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()) as progress:
+        task = progress.add_task("export", total=graph.num_nodes)
+        export_graph_json(graph, out, progress=lambda done, total: progress.update(task, completed=done))
+    typer.echo(f"wrote {graph.num_nodes:,} nodes, {graph.num_edges:,} edges to {out}")
 
 
 @app.command("embed")
