@@ -32,7 +32,6 @@ from pathlib import Path
 
 import numpy as np
 
-from glmcot.graph.chunks import render_chunk_at
 from glmcot.graph.primitives import GraphTools
 from glmcot.graph.store import Graph, StoreWriter
 

@@ -162,10 +162,12 @@ def _pass1(path: Path, progress: ProgressCallback | None) -> _Pass1:
             raise context.error("truncated file (the top-level object is not closed)")
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(np.frombuffer(lengths, dtype=np.int64), out=offsets[1:])
-    hash_array = hash_ids(bytes(blob), offsets)
+    ids = bytes(blob)
+    del blob
+    hash_array = hash_ids(ids, offsets)
     order = np.argsort(hash_array, kind="stable")
     sorted_hashes = hash_array[order]
-    result = _Pass1(types, bytes(blob), offsets, sorted_hashes, order)
+    result = _Pass1(types, ids, offsets, sorted_hashes, order)
     _check_duplicates(result, path)
     return result
 
@@ -276,7 +278,7 @@ class _TypeBatch:
         fixed = []
         for source, target in zip(sources, texts):
             if isinstance(target, bool) or not isinstance(target, (str, int)):
-                context.node_id = writer_id(resolver, source)
+                context.node_id = _id_at(resolver, source)
                 raise context.error(f"neighbour {target!r} in {relation!r} is not a node id string")
             fixed.append(target if isinstance(target, str) else str(target))  # numeric ids
         return fixed
@@ -306,7 +308,7 @@ class _TypeBatch:
             if missing:
                 dangling[0] += missing
                 for row in np.nonzero(~valid)[0][: _DANGLING_EXAMPLES - len(examples)].tolist():
-                    source = writer_id(resolver, sources[row])
+                    source = _id_at(resolver, sources[row])
                     examples.append(f"{source} -{relation}-> {texts[row]}")
             src = np.asarray(sources, dtype=np.int64)[valid]
             writer.add_edges(self.node_type, relation, src, targets[valid])
@@ -346,7 +348,7 @@ def _type_items_by_events(reader: _CountingReader, key: str):
             depth -= 1
 
 
-def writer_id(resolver: _Resolver, index: int) -> str:
+def _id_at(resolver: _Resolver, index: int) -> str:
     scan = resolver.scan
     return scan.blob[scan.offsets[index] : scan.offsets[index + 1]].decode("utf-8", "surrogatepass")
 
