@@ -202,3 +202,14 @@ def test_lookup_without_the_bucket_directory(tmp_path):
     for graph in (fast, slow):
         assert [graph.index(i) for i in ids] == list(range(1000))
         assert not graph.has_node("n1000") and not graph.has_node("x")
+
+
+def test_incomplete_store_names_the_missing_file(tmp_path, tiny_builder):
+    tiny_builder(tmp_path / "g")
+    (tmp_path / "g" / "edges" / "r0.dst.npy").unlink()
+    graph = Graph.open(tmp_path / "g")  # arrays are mapped lazily
+    with pytest.raises(GraphFormatError, match="r0.dst.npy is missing"):
+        graph.neighbors("p1", "author")
+    (tmp_path / "g" / "nodes" / "ids.blob").unlink()
+    with pytest.raises(GraphFormatError, match="ids.blob is missing"):
+        Graph.open(tmp_path / "g")

@@ -92,6 +92,8 @@ def _save(path: Path, array: np.ndarray) -> None:
 
 
 def _load(path: Path) -> np.ndarray:
+    if not path.is_file():
+        raise GraphFormatError(f"{path} is missing: the store is incomplete; re-import the graph")
     if path.stat().st_size == 0:
         raise GraphFormatError(f"{path}: empty array file")
     try:
@@ -109,6 +111,8 @@ class _Blob:
 
     def __init__(self, path: Path):
         self._file = None
+        if not path.is_file():
+            raise GraphFormatError(f"{path} is missing: the store is incomplete; re-import the graph")
         size = path.stat().st_size
         if size == 0:
             self.data: bytes | mmap.mmap = b""
