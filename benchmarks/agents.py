@@ -92,6 +92,9 @@ def run_domain(domain: str, data: Path, args, console: Console, progress: Progre
             runs.append(("glm-no-pipelining", "glm", AgentConfig(domain=domain, pipelining=False)))
         try:
             for name, method, config in runs:
+                # Each run starts with a cold RetrieveNode cache, so retrieval waits (and what
+                # pipelining hides of them) are comparable across runs.
+                context.retrieval.clear()
                 task = progress.add_task(f"{domain} {name}", total=len(records))
                 started = time.perf_counter()
                 out = run_questions(
@@ -105,6 +108,7 @@ def run_domain(domain: str, data: Path, args, console: Console, progress: Progre
                 summary["plan_agreement"] = sum(r.answer.strip() == plan_output[r.qid] for r in out) / len(out)
                 summary["gold_match_scripted"] = sum(r.answer.strip() == by_qid[r.qid]["answer"] for r in out) / len(out)
                 summary["wall_s"] = wall
+                summary["prefetched_snippets"] = sum(1 for r in out for e in r.trace if e.get("type") == "exec" and e.get("prefetched"))
                 summary["llm_time_s"] = sum(r.llm_time_s for r in out) / len(out)
                 summary["deterministic_share"] = sum(bool(by_qid[r.qid].get("deterministic")) for r in out) / len(out)
                 summary["by_template"] = {}

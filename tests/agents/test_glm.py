@@ -145,3 +145,10 @@ def test_a_failing_observer_does_not_break_the_question(context, scripted, recor
 
     result = GLMAgent(scripted, context, AgentConfig(domain="dblp", on_event=broken)).answer(records[0]["question"], "t-0")
     assert result.answer == records[0]["answer"]
+
+
+def test_retrieval_clear_empties_both_caches(context):
+    context.retrieval.resolve("Fast Graph Sampling")
+    assert context.retrieval._cache
+    context.retrieval.clear()
+    assert not context.retrieval._cache

@@ -136,3 +136,11 @@ def test_forced_decoding_goes_to_the_inner_backend():
     assert response.cached_tokens == 4
     scripted.end_session("s1")
     assert seen[-1] == ("end", "s1")
+
+
+def test_max_tokens_cuts_the_output_like_a_server():
+    scripted = ScriptedBackend([RECORD])
+    response = scripted.complete(LLMRequest([Segment("p", 4)], max_tokens=3, metadata={"qid": "q1", "agent": "act", "step": 0}))
+    assert response.finish_reason == "length"
+    assert response.output_tokens == 3
+    assert response.text == formats.render_code('print("A1, A2")')[: len(response.text)]

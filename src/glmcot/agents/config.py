@@ -19,8 +19,8 @@ class AgentConfig:
     max_format_retries: int = 1  # extra R-Agent attempts after an unreadable reply
     pipelining: bool = True  # start RetrieveNode searches from the A-Agent's stream
     classify_max_tokens: int = 128
-    reason_max_tokens: int = 256
-    act_max_tokens: int = 512
+    reason_max_tokens: int = 1024  # answers can be long lists (GRBench has 2.4k-character ones)
+    act_max_tokens: int = 1024
     temperature: float = 0.0
     # Graph-CoT baseline (grbench.md §3: 10 steps in the shipped script, 10k-token prompt cap)
     graphcot_max_steps: int = 10

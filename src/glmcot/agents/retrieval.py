@@ -99,6 +99,15 @@ class RetrievalService:
         future, _ = self._start(key)
         return future.result()
 
+    def clear(self) -> None:
+        """Empties the text -> node id cache (and the retriever's own, if it keeps one), e.g. to
+        measure cold-cache retrieval."""
+        with self._lock:
+            self._cache.clear()
+        inner = getattr(self.retriever, "cache", None)
+        if inner is not None and hasattr(inner, "clear"):
+            inner.clear()
+
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 

@@ -280,6 +280,13 @@ class ScriptedBackend(LLMBackend):
             response.backend = self.label
             return response
         started = time.perf_counter()
+        finish = "stop"
+        truncate = getattr(self.counter, "truncate", None)
+        if truncate is not None and request.max_tokens:
+            # A server stops at max_tokens; so does the policy, so a too-small limit shows up.
+            cut = truncate(text, request.max_tokens)
+            if cut != text:
+                text, finish = cut, "length"
         splitter = LineSplitter(request.on_delta, request.on_line)
         if self.stream_pieces:
             for piece in re.findall(r"[^\n]*\n|[^\n]+$", text):
@@ -297,7 +304,7 @@ class ScriptedBackend(LLMBackend):
             output_tokens=output_tokens,
             latency_s=latency,
             ttft_s=latency,
-            finish_reason="stop",
+            finish_reason=finish,
             backend=self.label,
         )
 

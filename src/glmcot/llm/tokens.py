@@ -33,6 +33,13 @@ class QwenTokenCounter:
             return 0
         return len(self._tokenizer.encode(text))
 
+    def truncate(self, text: str, max_tokens: int) -> str:
+        """The first max_tokens tokens of text, as a server that hit max_tokens returns it."""
+        ids = self._tokenizer.encode(text)
+        if len(ids) <= max_tokens:
+            return text
+        return self._tokenizer.decode(ids[:max_tokens])
+
 
 class HFTokenCounter:
     """Counts with a local Hugging Face tokenizer directory (offline)."""
