@@ -168,3 +168,11 @@ def test_cache_failed_compute_is_not_stored():
     with pytest.raises(RuntimeError):
         cache.get_or_compute("q", broken)
     assert cache.get_or_compute("q", lambda text: "n2") == "n2"
+
+
+def test_query_encoding_leaves_the_thread_setting_alone(embedder):
+    import torch
+
+    before = torch.get_num_threads()
+    vectors = embedder.encode(["one short query"])
+    assert vectors.shape == (1, 384) and torch.get_num_threads() == before
