@@ -168,7 +168,9 @@ def summary_rich(summaries: dict[str, dict[str, Any]], title: str = "Evaluation"
     for method, s in summaries.items():
         failures = ", ".join(f"{k} {v}" for k, v in (s.get("failures") or {}).items() if v) or "none"
         table.add_row(METHOD_LABELS.get(method, method), str(s.get("questions", 0)), _fmt(s.get("rouge_l"), "{:.3f}"),
-                      _fmt(s.get("em"), "{:.3f}"), _fmt(s.get("judge_score"), "{:.3f}"),
+                      _fmt(s.get("em"), "{:.3f}"),
+                      _fmt(s.get("judge_score"), "{:.3f}") + (f" ({s['judge_unparsed']} not Yes/No)"
+                                                               if s.get("judge_unparsed") else ""),
                       _fmt(s.get("tokens_per_question"), "{:,.0f}"), _fmt(s.get("llm_calls_per_question"), "{:.1f}"),
                       _fmt(s.get("latency_p50_s")), _fmt(s.get("latency_p99_s")),
                       _fmt(s.get("cache_hit_rate") * 100 if s.get("cache_hit_rate") is not None else None, "{:.1f}%"),
