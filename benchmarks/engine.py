@@ -8,7 +8,8 @@ Legs: this engine (`random:qwen3:0.6b` by default), transformers' batched `gener
 same weights (all prompts in one left-padded batch; the only way it batches), and vLLM when it is
 installed (here or in the interpreter given by --vllm-python; a separate process). Prefix caches
 are reset between workloads. Prints throughput (output tokens/s), mean TTFT and TPOT per leg and
-the ratios, and writes everything to JSON.
+the ratios, and writes everything to JSON. On a shared machine wall time swings with other load;
+the CPU seconds each leg used (process time) are printed too, as a steadier second view.
 
   python benchmarks/engine.py            # full run (about 10 minutes on 2 cores)
   python benchmarks/engine.py --quick    # a smaller run (a few minutes)
@@ -45,9 +46,15 @@ def make_workloads(args: argparse.Namespace) -> dict[str, dict]:
     return {"unique": {"prompts": unique, "outputs": outputs()}, "shared": {"prompts": shared, "outputs": outputs()}}
 
 
-def summarise(name: str, wall: float, outputs: list[int], ttft: list[float], tpot: list[float], extra: dict | None = None) -> dict:
+def progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def summarise(name: str, wall: float, cpu: float, outputs: list[int], ttft: list[float], tpot: list[float],
+              extra: dict | None = None) -> dict:
     mean = lambda xs: sum(xs) / len(xs) if xs else None  # noqa: E731
-    return {"leg": name, "wall_s": wall, "output_tokens": sum(outputs), "throughput_tok_s": sum(outputs) / wall,
+    return {"leg": name, "wall_s": wall, "cpu_s": cpu, "output_tokens": sum(outputs), "throughput_tok_s": sum(outputs) / wall,
+            "tokens_per_cpu_s": sum(outputs) / cpu if cpu else None,
             "ttft_mean_s": mean(ttft), "tpot_mean_s": mean(tpot), **(extra or {})}
 
 
@@ -63,13 +70,14 @@ def run_engine(args: argparse.Namespace, workloads: dict) -> tuple[dict, dict]:
         llm.engine.reset_prefix_cache()
         before = llm.stats()
         params = [SamplingParams(max_tokens=n, ignore_eos=True) for n in w["outputs"]]
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         outs = llm.generate(w["prompts"], params)
-        wall = time.perf_counter() - started
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
         after = llm.stats()
         queries = after["prefix_queries_tokens"] - before["prefix_queries_tokens"]
         hits = after["prefix_hits_tokens"] - before["prefix_hits_tokens"]
-        results[name] = summarise("engine", wall, [len(o.token_ids) for o in outs], [o.metrics.ttft for o in outs],
+        progress(f"engine {name}: {wall:.1f} s")
+        results[name] = summarise("engine", wall, cpu, [len(o.token_ids) for o in outs], [o.metrics.ttft for o in outs],
                                   [o.metrics.tpot for o in outs if o.metrics.tpot is not None],
                                   {"prefix_hit_rate": hits / queries if queries else 0.0,
                                    "preemptions": after["preemptions"] - before["preemptions"]})
@@ -119,15 +127,16 @@ def run_hf(args: argparse.Namespace, workloads: dict, model) -> tuple[dict, dict
         ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
         clock = StepClock()
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         with torch.inference_mode():
             out = model.generate(ids, attention_mask=mask, max_new_tokens=max(outputs), do_sample=False,
                                  eos_token_id=None, pad_token_id=pad, logits_processor=LogitsProcessorList([clock]))
-        wall = time.perf_counter() - started
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
         first = clock.times[0] - started
         # Credit each request with the step its last token came out at, as if streamed.
         tpot = [(clock.times[n - 1] - clock.times[0]) / (n - 1) for n in outputs if n > 1]
-        results[name] = summarise("transformers", wall, outputs, [first] * len(outputs), tpot)
+        progress(f"transformers {name}: {wall:.1f} s")
+        results[name] = summarise("transformers", wall, cpu, outputs, [first] * len(outputs), tpot)
         tokens[name] = [out[i, width : width + n].tolist() for i, n in enumerate(outputs)]
     return results, tokens
 
@@ -150,12 +159,13 @@ def vllm_leg(spec_path: str) -> None:
         llm.reset_prefix_cache()
         params = [SamplingParams(max_tokens=n, ignore_eos=True, temperature=0.0, detokenize=False) for n in w["outputs"]]
         prompts = [TokensPrompt(prompt_token_ids=p) for p in w["prompts"]]
-        t0 = time.perf_counter()
+        t0, cpu = time.perf_counter(), time.process_time()
         outs = llm.generate(prompts, params, use_tqdm=False)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu
         out_tokens = [list(o.outputs[0].token_ids) for o in outs]
-        results[name] = {"leg": "vllm", "wall_s": wall, "output_tokens": sum(map(len, out_tokens)),
-                         "throughput_tok_s": sum(map(len, out_tokens)) / wall, "ttft_mean_s": None, "tpot_mean_s": None,
+        n = sum(map(len, out_tokens))
+        results[name] = {"leg": "vllm", "wall_s": wall, "cpu_s": cpu, "output_tokens": n, "throughput_tok_s": n / wall,
+                         "tokens_per_cpu_s": n / cpu if cpu else None, "ttft_mean_s": None, "tpot_mean_s": None,
                          "init_s": init}
         tokens[name] = out_tokens
     Path(spec["out"]).write_text(json.dumps({"results": results, "tokens": tokens}))
@@ -172,6 +182,7 @@ def find_vllm_python(args: argparse.Namespace) -> str | None:
 
 
 def run_vllm(args: argparse.Namespace, workloads: dict, model, python: str) -> tuple[dict, dict]:
+    progress("vllm: saving the checkpoint and starting vLLM (about a minute or more)")
     with tempfile.TemporaryDirectory(prefix="glmcot-bench-") as tmp:
         checkpoint = Path(tmp) / "checkpoint"
         model.save_pretrained(checkpoint)
@@ -184,6 +195,7 @@ def run_vllm(args: argparse.Namespace, workloads: dict, model, python: str) -> t
         if proc.returncode != 0:
             raise RuntimeError(f"vLLM leg failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
         data = json.loads((Path(tmp) / "vllm.json").read_text())
+        progress("vllm: " + ", ".join(f"{k} {v['wall_s']:.1f} s" for k, v in data["results"].items()))
     return data["results"], data["tokens"]
 
 
@@ -203,16 +215,19 @@ def report(args: argparse.Namespace, workloads: dict, legs: dict, tokens: dict, 
     for name, w in workloads.items():
         table = Table(title=f"{name}: {len(w['prompts'])} prompts, {sum(map(len, w['prompts']))} prompt tokens, "
                             f"{sum(w['outputs'])} output tokens")
-        for col in ("leg", "wall s", "out tok/s", "TTFT mean s", "TPOT mean s", "engine speed-up"):
+        for col in ("leg", "wall s", "out tok/s", "TTFT mean s", "TPOT mean s", "engine speed-up", "CPU s", "speed-up per CPU s"):
             table.add_column(col, justify="right")
         rows = {leg: res[name] for leg, res in legs.items() if name in res}
         engine = rows.get("engine")
         for leg, r in rows.items():
             ratio = engine["throughput_tok_s"] / r["throughput_tok_s"] if engine and leg != "engine" else None
-            r["engine_speedup"] = ratio
+            cpu_ratio = (engine["tokens_per_cpu_s"] / r["tokens_per_cpu_s"]
+                         if engine and leg != "engine" and r.get("tokens_per_cpu_s") else None)
+            r["engine_speedup"], r["engine_speedup_per_cpu_s"] = ratio, cpu_ratio
             fmt = lambda x, d=2: "-" if x is None else f"{x:.{d}f}"  # noqa: E731
             table.add_row(leg, fmt(r["wall_s"], 1), fmt(r["throughput_tok_s"]), fmt(r["ttft_mean_s"]),
-                          fmt(r["tpot_mean_s"], 3), fmt(ratio) + ("x" if ratio else ""))
+                          fmt(r["tpot_mean_s"], 3), fmt(ratio) + ("x" if ratio else ""), fmt(r.get("cpu_s"), 1),
+                          fmt(cpu_ratio) + ("x" if cpu_ratio else ""))
         console.print(table)
         agree = {f"engine=={leg}": agreement(tokens["engine"][name], tokens[leg][name])
                  for leg in tokens if leg != "engine" and name in tokens[leg] and "engine" in tokens}

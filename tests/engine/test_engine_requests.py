@@ -146,3 +146,20 @@ def test_cli_generate_json():
     assert len(data["token_ids"]) == 5 and data["finish_reason"] == "length" and isinstance(data["text"], str)
     bad = CliRunner().invoke(app, ["engine", "generate", "--model", "random:gpt:huge", "--prompt", "x"])
     assert bad.exit_code == 2 and "bad model spec" in bad.output
+
+
+def test_segment_list_alone_is_one_prompt(llm):
+    segs = [Segment("System.", level=1), Segment(" Question?")]
+    outs = llm.generate(segs, SamplingParams(max_tokens=3, ignore_eos=True))
+    assert len(outs) == 1 and len(outs[0].token_ids) == 3
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_runs(dtype):
+    import torch
+
+    llm = LLM(EngineConfig(model="random:llama:tiny", dtype=dtype, num_threads=2, kv_cache_tokens=1024))
+    assert llm.engine.runner.kv_cache.dtype == getattr(torch, dtype)
+    assert next(llm.engine.model.parameters()).dtype == getattr(torch, dtype)
+    out = llm.generate(["Who wrote", "The graph"], SamplingParams(max_tokens=6, ignore_eos=True))
+    assert [len(o.token_ids) for o in out] == [6, 6]

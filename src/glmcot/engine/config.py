@@ -34,7 +34,6 @@ class EngineConfig:
     pic_recompute_tokens: int = 16
     num_threads: int | None = None  # torch CPU threads; None = all cores
     tokenizer: str | None = None  # override: a directory with tokenizer.json
-    cuda_graphs: bool = False  # capture decode steps as CUDA graphs (CUDA only)
 
     def __post_init__(self) -> None:
         if self.dtype not in ("float32", "bfloat16", "float16"):

@@ -30,9 +30,10 @@ class LLM:
                  priorities: Sequence[int] | None = None, progress: bool = False,
                  sessions: Sequence[str | None] | None = None) -> list[RequestOutput]:
         """Run all prompts to completion, batched; outputs come back in prompt order. A single
-        str prompt or a flat token-id list counts as one prompt."""
-        if isinstance(prompts, str) or (prompts and all(isinstance(t, int) for t in prompts)):
-            prompts = [prompts]
+        str prompt or a flat token-id list counts as one prompt. `sessions`: one session id (or
+        None) per prompt; see end_session."""
+        if isinstance(prompts, str) or (prompts and all(isinstance(t, int) or hasattr(t, "level") for t in prompts)):
+            prompts = [prompts]  # one text, one token-id list or one Segment list
         prompts = list(prompts)
         params = list(sampling) if isinstance(sampling, Sequence) else [sampling or SamplingParams()] * len(prompts)
         if len(params) != len(prompts):

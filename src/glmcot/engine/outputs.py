@@ -34,6 +34,10 @@ class RequestMetrics:
     tpot: float | None = None  # mean time per output token after the first
     e2e: float | None = None
 
+    @property
+    def queue(self) -> float | None:
+        return self.queue_time
+
 
 @dataclass
 class RequestOutput:

@@ -5,8 +5,10 @@ in isolation (positions 0..n-1, nothing before it), stored in whole blocks of it
 block pool and indexed by key (cache/chunk_index.py). When a prompt holds the chunk at position
 p, the cached rows are copied into the request's own blocks with the keys re-rotated by p. RoPE
 depends only on relative positions, so this equals computing the isolated chunk at p (exact up
-to the float32 rotary tables); values are copied as they are. The copy costs memory for the
-duration of the request, but keeps attention, the model and the prefix cache untouched.
+to the float32 rotary tables); values are copied as they are. The copy keeps attention, the
+model and the prefix cache untouched, at a price in memory: the request's copy is an ordinary
+prefix-cache block chain, so a reused chunk can be cached twice (isolated, and in the request's
+chain). Rotating on the fly while gathering, from shared blocks, would remove the second copy.
 
 The first time a key is seen (or after it was evicted) an internal prefill-only request (a
 "chunk job") computes it in isolation in the same step as the request's first tokens; the

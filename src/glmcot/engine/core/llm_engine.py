@@ -265,6 +265,7 @@ class LLMEngine:
             "generated_tokens": self.num_generated_tokens,
             "busy_time_s": self.busy_time,
             "generation_throughput_busy": self.num_generated_tokens / self.busy_time if self.busy_time else 0.0,
+            "generation_throughput": self.num_generated_tokens / elapsed if elapsed else 0.0,
             "uptime_s": elapsed,
             "max_model_len": self.max_model_len,
             "block_size": self.kv.block_size,
