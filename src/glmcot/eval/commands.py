@@ -84,7 +84,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("demo")
     def demo_command(
-        out: Path = typer.Option(Path("glmcot-demo"), "--out", help="Folder for report.md, results.json and the PNG plots."),
+        out: Path = typer.Option(Path("runs/demo"), "--out", help="Folder for report.md, results.json and the PNG plots."),
         questions: int = typer.Option(4, "--questions", "-n", min=1, help="Questions per domain."),
         domains: str = typer.Option(",".join(DOMAINS), help="Comma-separated domains to run."),
         model: str = typer.Option("random:qwen3:small", help="Engine model: random:qwen3:<tiny|small|0.6b|8b> (random weights) or a checkpoint dir."),

@@ -26,7 +26,7 @@ DEMO_SEED = 0
 
 @dataclass
 class DemoOptions:
-    out: Path = Path("glmcot-demo")
+    out: Path = Path("runs/demo")
     questions_per_domain: int = 4
     domains: list[str] = field(default_factory=lambda: ["dblp", "amazon", "goodreads", "biomedical", "legal"])
     model: str = "random:qwen3:small"
