@@ -52,7 +52,7 @@ def table1_cells(row: dict[str, Any]) -> list[str]:
     ]
 
 
-TABLE1_HEADERS = ["tokens/q", "calls/q", "p50 s", "p99 s", "q/s", "cache hit", "= gold"]
+TABLE1_HEADERS = ["tokens/q", "calls/q", "p50 s", "p99 s", "q/s", "KV hit", "= gold"]
 
 
 def latency_split_markdown(rows: Sequence[dict[str, Any]]) -> str:
@@ -69,13 +69,14 @@ def latency_split_markdown(rows: Sequence[dict[str, Any]]) -> str:
 
 def table1_rich(rows: Sequence[dict[str, Any]], title: str = "Table 1 view"):
     """Rows are per (domain, method) summaries; consecutive rows of a domain share its label."""
+    from rich import box
     from rich.table import Table
 
-    table = Table(title=title, title_justify="left", header_style="bold")
+    table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("domain", no_wrap=True)
     table.add_column("method", no_wrap=True)
-    for header in TABLE1_HEADERS:
-        table.add_column(header, justify="right")
+    for header in ("tok/q", "calls", "p50 s", "p99 s", "q/s", "KV hit", "=gold"):  # fits 80 columns
+        table.add_column(header, justify="right", no_wrap=True)
     previous = None
     for row in rows:
         domain = row.get("domain", "all")
@@ -143,12 +144,13 @@ def ablation_markdown(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def ablation_rich(rows: Sequence[dict[str, Any]], title: str = "Ablation"):
+    from rich import box
     from rich.table import Table
 
-    table = Table(title=title, title_justify="left", header_style="bold")
-    for header in ("configuration", "q/s", "p50 s", "p99 s", "cache hit", "tokens/q", "vs full GLM"):
+    table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+    for header in ("configuration", "q/s", "p50 s", "p99 s", "KV hit", "tokens/q", "vs GLM"):
         table.add_column(header, justify="left" if header == "configuration" else "right",
-                         no_wrap=header == "configuration")
+                         no_wrap=header != "configuration")
     for r in rows:
         table.add_row(r["label"], _fmt(r.get("throughput_qps")), _fmt(r.get("latency_p50_s")),
                       _fmt(r.get("latency_p99_s")),
@@ -158,21 +160,30 @@ def ablation_rich(rows: Sequence[dict[str, Any]], title: str = "Ablation"):
 
 
 def summary_rich(summaries: dict[str, dict[str, Any]], title: str = "Evaluation"):
-    """`glmcot eval`'s table: one row per method."""
+    """`glmcot eval`'s tables, one row per method: accuracy and failures, then cost (two tables so
+    each fits an 80-column terminal)."""
+    from rich import box
+    from rich.console import Group
     from rich.table import Table
 
-    table = Table(title=title, title_justify="left", header_style="bold")
-    for header in ("method", "n", "ROUGE-L", "EM", "judge", "tokens/q", "calls/q", "p50 s", "p99 s",
-                   "cache hit", "cost $", "failures"):
-        table.add_column(header, justify="left" if header in ("method", "failures") else "right")
+    accuracy = Table(title=f"{title}: accuracy", title_justify="left", header_style="bold",
+                     box=box.SIMPLE_HEAD, pad_edge=False)
+    for header in ("method", "n", "ROUGE-L", "EM", "judge", "failures (Table 5)"):
+        accuracy.add_column(header, justify="left" if header in ("method", "judge", "failures (Table 5)") else "right")
+    cost = Table(title=f"{title}: cost", title_justify="left", header_style="bold", box=box.SIMPLE_HEAD,
+                 pad_edge=False)
+    for header in ("method", "tok/q", "calls", "p50 s", "p99 s", "KV hit", "cost $"):
+        cost.add_column(header, justify="left" if header == "method" else "right", no_wrap=True)
     for method, s in summaries.items():
+        label = METHOD_LABELS.get(method, method)
         failures = ", ".join(f"{k} {v}" for k, v in (s.get("failures") or {}).items() if v) or "none"
-        table.add_row(METHOD_LABELS.get(method, method), str(s.get("questions", 0)), _fmt(s.get("rouge_l"), "{:.3f}"),
-                      _fmt(s.get("em"), "{:.3f}"),
-                      _fmt(s.get("judge_score"), "{:.3f}") + (f" ({s['judge_unparsed']} not Yes/No)"
-                                                               if s.get("judge_unparsed") else ""),
-                      _fmt(s.get("tokens_per_question"), "{:,.0f}"), _fmt(s.get("llm_calls_per_question"), "{:.1f}"),
-                      _fmt(s.get("latency_p50_s")), _fmt(s.get("latency_p99_s")),
-                      _fmt(s.get("cache_hit_rate") * 100 if s.get("cache_hit_rate") is not None else None, "{:.1f}%"),
-                      _fmt(s.get("cost_usd"), "{:.4f}"), failures)
-    return table
+        judge = _fmt(s.get("judge_score"), "{:.3f}")
+        if s.get("judge_unparsed"):
+            judge += f" ({s['judge_unparsed']} not Yes/No)"
+        accuracy.add_row(label, str(s.get("questions", 0)), _fmt(s.get("rouge_l"), "{:.3f}"),
+                         _fmt(s.get("em"), "{:.3f}"), judge, failures)
+        cost.add_row(label, _fmt(s.get("tokens_per_question"), "{:,.0f}"), _fmt(s.get("llm_calls_per_question"), "{:.1f}"),
+                     _fmt(s.get("latency_p50_s")), _fmt(s.get("latency_p99_s")),
+                     _fmt(s.get("cache_hit_rate") * 100 if s.get("cache_hit_rate") is not None else None, "{:.1f}%"),
+                     _fmt(s.get("cost_usd"), "{:.4f}"))
+    return Group(accuracy, cost)
