@@ -94,9 +94,11 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of tables."),
         config_file: Optional[Path] = typer.Option(None, "--config", help=_CONFIG_HELP),
     ) -> None:
-        """Run GLM and Graph-CoT on synthetic graphs of the five domains (scripted policy on a
-        random-weight model: measures the system, not model accuracy) and write the Table-1 view,
-        report.md, results.json and plots."""
+        """GLM vs Graph-CoT on synthetic graphs of five domains: Table-1 view, report and plots.
+
+        Answers come from the scripted policy on a random-weight model: it measures the system,
+        not model accuracy. Writes report.md, results.json and the Figure 11 / 15 plots.
+        """
         with _errors():
             chosen = [d.strip() for d in domains.split(",") if d.strip()]
             unknown = [d for d in chosen if d not in DOMAINS]
@@ -162,8 +164,11 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
         config_file: Optional[Path] = typer.Option(None, "--config", help=_CONFIG_HELP),
     ) -> None:
-        """Accuracy (ROUGE-L, EM, LLM judge) and cost (tokens, calls, latency, failures) of one or
-        more methods; results are JSON Lines and a rerun resumes where it stopped."""
+        """Accuracy (ROUGE-L, EM, LLM judge) and cost of methods on a question file; resumable.
+
+        Results are JSON Lines per method (Graph-CoT's fields plus metrics and costs) and
+        summary.json; a rerun skips the questions already answered.
+        """
         with _errors():
             from glmcot.eval.evaluate import EvalOptions, evaluate
 
@@ -196,8 +201,11 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the collected results as JSON."),
         config_file: Optional[Path] = typer.Option(None, "--config", help=_CONFIG_HELP),
     ) -> None:
-        """Run the project's benchmarks (each prints a table and writes JSON); `ablation` is GLM
-        with each co-design feature off in turn against Graph-CoT on an LRU prefix cache."""
+        """Run the benchmarks (each prints a table and writes JSON), or the ablation.
+
+        `ablation` runs GLM with each co-design feature off in turn and Graph-CoT on an LRU
+        prefix-cached engine, on the same questions.
+        """
         with _errors():
             if which not in BENCHES:
                 raise typer.BadParameter(f"unknown benchmark {which!r}; choose from {', '.join(BENCHES)}",
