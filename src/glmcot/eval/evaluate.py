@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass, field
+import contextlib
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,6 @@ class EvalOptions:
     resume: bool = True
     quiet: bool = False
     domain: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def evaluate(options: EvalOptions, config: EvalConfig) -> dict[str, Any]:
@@ -41,8 +40,6 @@ def evaluate(options: EvalOptions, config: EvalConfig) -> dict[str, Any]:
         if missing_plans:
             raise systems.SetupError(f"--scripted needs gold plans (glmcot data synth questions); "
                                      f"{len(missing_plans)} question(s) have none, e.g. {missing_plans[0]}")
-    import contextlib
-
     prices = Prices(config.price_input, config.price_cached_input, config.price_output)
     options.out.mkdir(parents=True, exist_ok=True)
     summaries: dict[str, dict[str, Any]] = {}
@@ -55,7 +52,6 @@ def evaluate(options: EvalOptions, config: EvalConfig) -> dict[str, Any]:
             for method in options.methods:
                 answer_fn = systems.method_answer_fn(method, context, backend, config)
                 task = bar.add_task(f"{method}", total=len(questions))
-                done_before = 0
 
                 def tick(_row: dict[str, Any], task=task) -> None:
                     bar.advance(task)
@@ -63,10 +59,9 @@ def evaluate(options: EvalOptions, config: EvalConfig) -> dict[str, Any]:
                 outcome = run_method(method, questions, answer_fn, options.out / f"{method}.jsonl",
                                      concurrency=config.concurrency, judge_fn=judge_fn, resume=options.resume,
                                      on_done=tick)
-                done_before = outcome.skipped
                 bar.update(task, completed=len(questions))
                 summary = summarize(outcome.rows, outcome.wall_s, outcome.new, prices)
-                summary.update({"resumed": done_before, "answered_now": outcome.new,
+                summary.update({"resumed": outcome.skipped, "answered_now": outcome.new,
                                 "results": str(options.out / f"{method}.jsonl")})
                 summaries[method] = summary
     result = {
