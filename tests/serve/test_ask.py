@@ -163,6 +163,19 @@ def test_client_disconnecting_mid_stream_stops_the_question(server, client, engi
     assert ask(client, "s-0")["answer"] == BY_QID["s-0"]["answer"]   # still serving
 
 
+def test_client_leaving_a_plain_request_stops_the_question(server):
+    state = server.app.state.serve
+    body = {"question": BY_QID["s-1"]["question"], "graph": "dblp", "method": "glm"}
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(server.url + "/v1/ask", json=body, headers=AUTH, timeout=0.3)
+    deadline = time.monotonic() + 60
+    while state.admission.running:
+        assert time.monotonic() < deadline, "the question kept its slot"
+        time.sleep(0.05)
+    text = httpx.get(server.url + "/metrics", headers=AUTH).text
+    assert 'method="glm",policy="scripted policy",outcome="client_disconnected"} 1' in text
+
+
 def test_openai_backend_over_http_matches_the_in_process_backend(server, engine, dataset):
     """The engine served over HTTP, the agents consuming it through glmcot.llm's own OpenAI
     backend: same answers and calls as the in-process backend, on the scripted policy."""

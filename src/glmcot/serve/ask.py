@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
 from glmcot.llm import formats
 from glmcot.serve import errors, sse
@@ -23,6 +23,7 @@ from glmcot.serve.schemas import (EVENT_VERSION, AskRequest, AskResponse, AskTim
                                   GraphInfo, GraphList)
 
 router = APIRouter(tags=["Questions"])
+DISCONNECT_POLL_S = 1.0   # how often a waiting /v1/ask checks that its client is still there
 
 ERROR_RESPONSES = {
     200: {"description": "The answer (JSON), or with `stream: true` a `text/event-stream` of "
@@ -204,18 +205,34 @@ async def ask(body: AskRequest, request: Request):
                                  media_type=sse.MEDIA_TYPE,
                                  headers={**sse.HEADERS,
                                           "X-Glmcot-Events": mode})
-    try:
-        result = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)),
-                                        timeout=ticket.remaining())
-    except (TimeoutError, asyncio.TimeoutError):
-        runtime.cancel(future)
-        state.metrics.questions.inc(graph=graph, method=body.method,
-                                    policy=state.config.policy, outcome="timeout")
-        raise errors.timeout(state.config.timeout_s) from None
-    except Exception as exc:
-        raise _failed(exc) from None
+    done = asyncio.wrap_future(future)
+    while True:
+        remaining = ticket.remaining()
+        try:
+            if remaining <= 0:
+                raise TimeoutError
+            result = await asyncio.wait_for(asyncio.shield(done),
+                                            timeout=min(DISCONNECT_POLL_S, remaining))
+            break
+        except (TimeoutError, asyncio.TimeoutError):
+            if ticket.remaining() <= 0:
+                runtime.cancel(future)
+                _count(state, graph, body.method, "timeout")
+                raise errors.timeout(state.config.timeout_s) from None
+            if await request.is_disconnected():   # nobody is waiting for this answer
+                runtime.cancel(future)
+                _count(state, graph, body.method, "client_disconnected")
+                return Response(status_code=499)
+        except Exception as exc:
+            _count(state, graph, body.method, "error")
+            raise _failed(exc) from None
     _record(state, graph, body.method, result)
     return _response(state, rid, body, graph, qid, result, ticket)
+
+
+def _count(state: Any, graph: str, method: str, outcome: str) -> None:
+    state.metrics.questions.inc(graph=graph, method=method, policy=state.config.policy,
+                                outcome=outcome)
 
 
 async def _stream(state: Any, rid: str, body: AskRequest, graph: str, qid: str | None,
@@ -225,6 +242,7 @@ async def _stream(state: Any, rid: str, body: AskRequest, graph: str, qid: str |
     done = asyncio.wrap_future(future)
     seq = 0
     answered = timed_out = False
+    getter: asyncio.Future | None = None
     yield sse.event({"version": EVENT_VERSION, "id": rid, "qid": qid, "graph": graph,
                      "method": body.method, "policy": state.config.policy,
                      "events": mode, "events_note": EVENT_MODES[mode]}, name="start", id=seq)
@@ -266,15 +284,15 @@ async def _stream(state: Any, rid: str, body: AskRequest, graph: str, qid: str |
     except (TimeoutError, asyncio.TimeoutError):
         timed_out = True
         runtime.cancel(future)
-        state.metrics.questions.inc(graph=graph, method=body.method,
-                                    policy=state.config.policy, outcome="timeout")
+        _count(state, graph, body.method, "timeout")
         yield sse.event(errors.timeout(state.config.timeout_s).body(), name="error")
     except Exception as exc:
+        _count(state, graph, body.method, "error")
         yield sse.event(_failed(exc).body(), name="error")
     finally:
+        if getter is not None and not getter.done():
+            getter.cancel()
         if not done.done():   # the client went away or timed out: stop the agent
             runtime.cancel(future)
             if not timed_out:
-                state.metrics.questions.inc(graph=graph, method=body.method,
-                                            policy=state.config.policy,
-                                            outcome="client_disconnected")
+                _count(state, graph, body.method, "client_disconnected")
