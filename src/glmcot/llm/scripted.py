@@ -195,10 +195,13 @@ class ScriptedBackend(LLMBackend):
         star = re.search(r"\$(\d+)\[\*\]", action.argument)
         if star:
             values = self._value(int(star.group(1)), session, request)
-            if not isinstance(values, list):
-                values = [values]
+            # Same semantics as glmcot.data.plans: `$k[*]` over an expanded action runs over the
+            # flattened per-call results (one level), not over their list reprs.
+            flat: list[Any] = []
+            for value in values if isinstance(values, list) else [values]:
+                flat.extend(value if isinstance(value, list) else [value])
             out = []
-            for value in values:
+            for value in flat:
                 out.append(formats.Action(action.name, action.argument.replace(star.group(0), str(value), 1)))
             return [formats.Action(a.name, self._substitute(a.argument, session, request)) for a in out]
         return [formats.Action(action.name, self._substitute(action.argument, session, request))]
