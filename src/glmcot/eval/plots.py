@@ -82,6 +82,8 @@ def plot_ablation(rows: Sequence[dict[str, Any]], path: Path, subtitle: str = ""
     """One horizontal bar per configuration in four panels: throughput, p50 latency, cache hit rate,
     tokens per question (cf. paper Fig. 15)."""
     plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
     labels = [r["label"] for r in rows]
     panels = [
         ("throughput_qps", "Throughput (questions/s)", 1.0, "{:.2f}"),
@@ -101,6 +103,7 @@ def plot_ablation(rows: Sequence[dict[str, Any]], path: Path, subtitle: str = ""
             text = "not in this engine" if row.get("unavailable") else fmt.format(v)
             ax.text(v + top * 0.01, y, text, va="center", fontsize=9)
         ax.set_xlim(0, top * 1.18)
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # tick labels never collide
         ax.set_title(title)
         ax.set_xlabel(title)
         ax.grid(axis="x", alpha=0.3)
