@@ -3,7 +3,9 @@
 from concurrent.futures import Future
 from types import SimpleNamespace
 
-from glmcot.llm import LLMRequest, Segment
+import pytest
+
+from glmcot.llm import LLMError, LLMRequest, Segment
 from glmcot.llm.native import NativeBackend
 
 
@@ -53,3 +55,64 @@ def test_forced_text_drops_the_stop_strings():
     NativeBackend(engine).complete(LLMRequest([Segment("x", 4)], stop=["</code>"], forced_text="<code>\nprint(1)\n"))
     sampling = engine.calls[0].sampling
     assert sampling.forced_text == "<code>\nprint(1)\n" and sampling.stop == []
+
+
+class RefusingEngine(FakeEngine):
+    """Refuses at submit (as AsyncEngine does for a prompt that can never fit) or fails later."""
+
+    def __init__(self, refuse=None, fail=None):
+        super().__init__()
+        self.refuse, self.fail = refuse, fail
+
+    def submit(self, prompt, sampling, **kw):
+        if self.refuse is not None:
+            raise self.refuse
+        future = Future()
+        future.set_exception(self.fail)
+        return future
+
+
+def test_request_errors_become_llm_errors_with_the_engine_message():
+    from glmcot.engine import PromptTooLongError
+
+    message = "prompt of 9000 tokens cannot fit: max_model_len is 8192"
+    for engine, kind in ((RefusingEngine(refuse=PromptTooLongError(message)), "PromptTooLongError"),
+                         (RefusingEngine(refuse=ValueError("empty prompt")), "ValueError"),
+                         (RefusingEngine(fail=ValueError("bad token id")), "ValueError")):
+        with pytest.raises(LLMError, match=kind) as caught:
+            NativeBackend(engine).complete(LLMRequest([Segment("x", 4)]))
+        assert str(engine.refuse or engine.fail) in str(caught.value)
+    # a request the engine cannot even build (negative max_tokens) is one too
+    with pytest.raises(LLMError, match="max_tokens must be >= 0"):
+        NativeBackend(FakeEngine()).complete(LLMRequest([Segment("x", 4)], max_tokens=-1))
+
+
+def test_a_timed_out_request_is_aborted():
+    class SlowEngine(FakeEngine):
+        aborted = []
+
+        def submit(self, prompt, sampling, **kw):
+            future = Future()
+            future.request_id = "r-1"
+            return future
+
+        def abort(self, request_id):
+            self.aborted.append(request_id)
+
+    engine = SlowEngine()
+    with pytest.raises(LLMError, match="no answer within 0.05 s"):
+        NativeBackend(engine, timeout_s=0.05).complete(LLMRequest([Segment("x", 4)]))
+    assert engine.aborted == ["r-1"]
+
+
+def test_real_engine_refusing_a_long_prompt_is_an_llm_error():
+    """The tiny random-weight engine with a 64-token limit: the agents' over-long prompt case."""
+    pytest.importorskip("glmcot.engine.async_engine")
+    backend = NativeBackend(model="random:qwen3:tiny", max_model_len=64, kv_cache_tokens=256, num_threads=1)
+    try:
+        with pytest.raises(LLMError, match=r"PromptTooLongError: prompt of \d+ tokens cannot fit: max_model_len is 64"):
+            backend.complete(LLMRequest([Segment("word " * 200, 4)], max_tokens=4))
+        # the engine still serves what fits
+        assert backend.complete(LLMRequest([Segment("word", 4)], max_tokens=2)).prompt_tokens >= 1
+    finally:
+        backend.close()

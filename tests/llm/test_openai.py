@@ -20,6 +20,8 @@ class Server:
         self.failures = 0  # next N requests answer 503
         self.requests = []
         self.usage = True
+        self.owner = None  # "glmcot" makes /models say this is glmcot serve
+        self.confirm_forced = True  # glmcot serve marks forced responses in system_fingerprint
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -36,7 +38,10 @@ class Server:
 
             def do_GET(self):
                 if self.path == "/v1/models":
-                    self._json(200, {"data": [{"id": "tiny-model"}]})
+                    card = {"id": "tiny-model", "object": "model"}
+                    if outer.owner:
+                        card["owned_by"] = outer.owner
+                    self._json(200, {"data": [card]})
                 else:
                     self._json(404, {"error": "no"})
 
@@ -48,12 +53,17 @@ class Server:
                     self._json(503, {"error": "busy"})
                     return
                 text = "<answer>Ada Park</answer> trailing"
+                fingerprint = "glmcot"
+                if body.get("forced_text") is not None:
+                    text = body["forced_text"]
+                    if outer.confirm_forced:
+                        fingerprint = "glmcot-forced-text (scripted policy)"
                 usage = {"prompt_tokens": 11, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 8}} if outer.usage else None
                 chat = self.path.endswith("/chat/completions")
                 if not body.get("stream"):
                     choice = {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
                     choice["finish_reason"] = "stop"
-                    payload = {"choices": [choice]}
+                    payload = {"choices": [choice], "system_fingerprint": fingerprint}
                     if usage:
                         payload["usage"] = usage
                     self._json(200, payload)
@@ -61,9 +71,13 @@ class Server:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
-                for piece in ["<answer>Ada", " Park\nsecond", " line</answer>"]:
+                pieces = ["<answer>Ada", " Park\nsecond", " line</answer>"]
+                if body.get("forced_text") is not None:
+                    pieces = [text[:3], text[3:]]
+                for piece in pieces:
                     choice = {"delta": {"content": piece}} if chat else {"text": piece}
-                    self.wfile.write(f"data: {json.dumps({'choices': [choice]})}\n\n".encode())
+                    chunk = {"choices": [choice], "system_fingerprint": fingerprint}
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                 if usage:
                     self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode())
                 self.wfile.write(b"data: [DONE]\n\n")
@@ -143,7 +157,80 @@ def test_remote_url_needs_a_key(monkeypatch):
     assert OpenAIBackend("https://api.example.com/v1", model="m", api_key="k")._headers["Authorization"] == "Bearer k"
 
 
-def test_forced_text_is_refused(server):
+def test_forced_text_is_refused_by_other_servers(server):
     backend = OpenAIBackend(server.url, model="m")
-    with pytest.raises(LLMError, match="force"):
+    with pytest.raises(LLMError, match="not a glmcot server.*openai\\+glmcot:URL"):
         backend.complete(req(forced_text="x"))
+    assert not backend.glmcot_extras and server.requests == []
+    backend.end_session("q#1")  # other servers keep no sessions: nothing is sent
+    assert server.requests == []
+    plain = make_backend("openai-completions:" + server.url, counter=Counter())
+    plain.complete(req(session="q#1"))
+    body = server.requests[0][1]
+    assert body["prompt"] == "P1 Question?"
+    assert not {"segments", "session", "forced_text", "end_session"} & set(body)
+
+
+def glmcot_req(**kw):
+    segments = [Segment("P1 ", 1), Segment("node text ", 2, "vertex:7"), Segment("Question?", 4)]
+    return LLMRequest(segments=segments, stop=["</answer>"], session="q#1",
+                      metadata={"qid": "q", "priority": 2}, **kw)
+
+
+def test_glmcot_server_is_detected_and_gets_segments_session_and_forced_text(server):
+    server.owner = "glmcot"
+    backend = OpenAIBackend(server.url, mode="completions", model="tiny-model", counter=Counter())
+    response = backend.complete(glmcot_req(forced_text="<answer>Ada</answer> and more"))
+    # forced text comes back whole, as from the native engine: no stop string is sent or cut
+    assert response.text == "<answer>Ada</answer> and more"
+    path, body, _ = server.requests[0]
+    assert path == "/v1/completions" and backend.glmcot_extras
+    assert body["prompt"] == ""
+    assert body["segments"] == [{"text": "P1 ", "level": 1},
+                                {"text": "node text ", "level": 2, "key": "vertex:7"},
+                                {"text": "Question?", "level": 4}]
+    assert body["session"] == "q#1" and body["priority"] == 2
+    assert body["forced_text"] == "<answer>Ada</answer> and more" and "stop" not in body
+    # without forced text the stop strings go as usual, and the answer is cut at them
+    assert backend.complete(glmcot_req()).text == "<answer>Ada Park"
+    body = server.requests[1][1]
+    assert body["stop"] == ["</answer>"] and "forced_text" not in body
+    backend.end_session("q#1")
+    path, body, _ = server.requests[2]
+    assert path == "/v1/completions"
+    assert body["session"] == "q#1" and body["end_session"] is True and body["max_tokens"] == 0
+    assert body["segments"] and body["prompt"] == ""
+
+
+def test_glmcot_chat_sends_segments_in_the_message_and_streams_forced_text(server):
+    server.owner = "glmcot"
+    lines = []
+    backend = make_backend("openai:" + server.url, system_prompt="Be brief.", counter=Counter())
+    response = backend.complete(glmcot_req(forced_text="line one\nline two", on_line=lines.append))
+    assert response.text == "line one\nline two" and lines == ["line one", "line two"]
+    path, body, _ = server.requests[0]
+    assert path == "/v1/chat/completions" and body["stream"] is True
+    assert body["messages"][0] == {"role": "system", "content": "Be brief."}
+    user = body["messages"][1]
+    assert user["content"] == "" and [s["level"] for s in user["segments"]] == [1, 2, 4]
+    assert body["forced_text"] == "line one\nline two" and body["session"] == "q#1"
+
+
+def test_forced_text_the_server_does_not_confirm_is_an_error(server):
+    server.owner = "glmcot"
+    server.confirm_forced = False  # e.g. a proxy that dropped the extra field
+    backend = OpenAIBackend(server.url, mode="completions", counter=Counter())
+    with pytest.raises(LLMError, match="did not confirm forced decoding"):
+        backend.complete(glmcot_req(forced_text="x"))
+
+
+def test_spec_openai_glmcot_forces_the_extras(server):
+    backend = make_backend("openai-completions+glmcot:" + server.url, model="m", counter=Counter())
+    assert backend.glmcot_extras  # no /models needed: the spec says so
+    assert backend.complete(glmcot_req(forced_text="done")).text == "done"
+    assert server.requests[0][1]["segments"][1]["key"] == "vertex:7"
+    assert not make_backend("openai:" + server.url, glmcot_extras=False, model="m").glmcot_extras
+    with pytest.raises(ValueError, match="openai\\+glmcot"):
+        make_backend("openai+vllm:" + server.url)
+    scripted = make_backend("scripted+openai+glmcot:" + server.url, questions=[{"qid": "q"}], model="m")
+    assert scripted.inner.glmcot_extras and scripted.inner.mode == "chat"

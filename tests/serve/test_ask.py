@@ -181,17 +181,21 @@ def test_openai_backend_over_http_matches_the_in_process_backend(server, engine,
     backend: same answers and calls as the in-process backend, on the scripted policy."""
     from glmcot.agents import AgentContext
     from glmcot.agents.runner import make_agent
-    from glmcot.llm import LLMError, LLMRequest, Segment
+    from glmcot.llm import LLMRequest, Segment
     from glmcot.llm.native import NativeBackend
     from glmcot.llm.openai_backend import OpenAIBackend
     from glmcot.llm.scripted import ScriptedBackend
 
     http = OpenAIBackend(server.url + "/v1", mode="completions", api_key=KEY, max_retries=0)
-    try:
-        http.complete(LLMRequest([Segment("probe", 4)], max_tokens=4, forced_text="ok"))
-    except LLMError as error:
-        http.close()
-        pytest.skip(f"glmcot.llm's OpenAI backend cannot send forced text yet: {error}")
+    assert http.glmcot_extras          # found out from /v1/models: segments, sessions, forced text
+    probe = http.complete(LLMRequest([Segment("probe", 4)], max_tokens=4, forced_text="ok"))
+    assert probe.text == "ok"
+    # a session's notebook blocks fall to P3 when the backend ends it over HTTP
+    before = idle(engine)["sessions_demoted_blocks"]
+    http.complete(LLMRequest([Segment("notebook line " * 40, 2), Segment("next?", 4)],
+                             max_tokens=1, session="probe-session"))
+    http.end_session("probe-session")
+    assert idle(engine)["sessions_demoted_blocks"] > before
     with AgentContext(dataset, retriever="lexical", workers=1) as context:
         local = ScriptedBackend(QUESTIONS, inner=NativeBackend(engine),
                                 code_runner=context.run_code)

@@ -1,4 +1,4 @@
-"""Backends from strings: "scripted", "openai:URL", "native:MODEL", "replay:FILE"."""
+"""Backends from strings: "scripted", "openai:URL", "openai+glmcot:URL", "native:MODEL", "replay:FILE"."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from typing import Any
 from glmcot.llm.types import LLMBackend
 
 SPEC_HELP = (
-    "scripted | scripted+native:MODEL | openai:URL | openai-completions:URL | native:MODEL | "
-    "replay:FILE (MODEL: random:qwen3:tiny or a checkpoint directory)"
+    "scripted | scripted+native:MODEL | scripted+openai+glmcot:URL | openai:URL | "
+    "openai-completions:URL | openai+glmcot:URL | native:MODEL | replay:FILE "
+    "(MODEL: random:qwen3:tiny or a checkpoint directory)"
 )
 
 
@@ -20,7 +21,11 @@ def make_backend(spec: str, **options: Any) -> LLMBackend:
     - ``scripted+native:MODEL``: the scripted policy force-decoded through the native engine.
     - ``openai:URL`` / ``openai-completions:URL``: an OpenAI-compatible server (chat or completions);
       options: model, api_key, timeout_s, max_retries, stream, extra_body, tokenizer (a local
-      tokenizer directory for counting when the server reports no usage; default Qwen).
+      tokenizer directory for counting when the server reports no usage; default Qwen),
+      glmcot_extras (None: ask the server's /models whether it is glmcot serve).
+    - ``openai+glmcot:URL`` / ``openai-completions+glmcot:URL``: the same, always sending glmcot
+      serve's extra fields (segments, session, forced text, end_session).
+    - ``scripted+openai+glmcot:URL``: the scripted policy force-decoded through glmcot serve.
     - ``native:MODEL``: the in-process engine; options go to EngineConfig.
     - ``replay:FILE``: recorded calls or question traces.
 
@@ -51,19 +56,25 @@ def _build(spec: str, options: dict[str, Any]) -> LLMBackend:
         elif rest:
             raise ValueError(f"unexpected text after 'scripted' in {spec!r}; did you mean scripted+native:{rest}?")
         return ScriptedBackend(questions, inner=inner, code_runner=code_runner, counter=counter)
-    if kind in ("openai", "openai-completions", "openai-chat"):
+    base_kind, plus, flavour = kind.partition("+")
+    if base_kind in ("openai", "openai-completions", "openai-chat"):
+        if plus and flavour != "glmcot":
+            raise ValueError(f"unknown backend {spec!r}; did you mean {base_kind}+glmcot:URL?")
         if not rest:
-            raise ValueError(f"{spec!r}: give the server URL, e.g. openai:http://127.0.0.1:8000/v1")
+            raise ValueError(f"{spec!r}: give the server URL, e.g. {kind}:http://127.0.0.1:8000/v1")
         from glmcot.llm.openai_backend import OpenAIBackend
 
-        mode = "completions" if kind == "openai-completions" else options.pop("mode", "chat")
+        if plus:
+            options["glmcot_extras"] = True
+        mode = "completions" if base_kind == "openai-completions" else options.pop("mode", "chat")
         tokenizer = options.pop("tokenizer", None)
         if tokenizer and "counter" not in options:
             # Count with the served model's own tokenizer when the server reports no usage.
             from glmcot.llm.tokens import HFTokenCounter
 
             options["counter"] = HFTokenCounter(str(tokenizer))
-        allowed = {"model", "api_key", "timeout_s", "max_retries", "backoff_s", "stream", "system_prompt", "extra_body", "counter"}
+        allowed = {"model", "api_key", "timeout_s", "max_retries", "backoff_s", "stream", "system_prompt", "extra_body", "counter",
+                   "glmcot_extras"}
         return OpenAIBackend(rest, mode=mode, **{k: v for k, v in options.items() if k in allowed})
     if kind == "native":
         if not rest:

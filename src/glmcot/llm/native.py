@@ -4,6 +4,7 @@ structure."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from typing import Any
 
@@ -45,20 +46,33 @@ class NativeBackend(LLMBackend):
         return segments, SamplingParams(**options)
 
     def complete(self, request: LLMRequest) -> LLMResponse:
-        segments, sampling = self._convert(request)
-        # The transient part is what changes between calls; the engine evicts it first.
-        priority = int(request.metadata.get("priority", 0))
+        # Every failure is an LLMError, so an agent records a backend_error answer instead of
+        # crashing; the message keeps the engine's words (a too-long prompt names its length and
+        # the limit).
+        try:
+            segments, sampling = self._convert(request)
+            # The transient part is what changes between calls; the engine evicts it first.
+            priority = int(request.metadata.get("priority", 0))
+        except (ValueError, TypeError) as error:
+            raise LLMError(f"native engine: bad request: {type(error).__name__}: {error}") from error
         started = time.perf_counter()
-        future = self.engine.submit(
-            segments,
-            sampling,
-            session=request.session,
-            priority=priority,
-            on_delta=request.on_delta,
-            on_line=request.on_line,
-        )
+        try:
+            # Prompts that can never be served (PromptTooLongError, empty) are refused right here.
+            future = self.engine.submit(
+                segments,
+                sampling,
+                session=request.session,
+                priority=priority,
+                on_delta=request.on_delta,
+                on_line=request.on_line,
+            )
+        except Exception as error:
+            raise LLMError(f"native engine refused the request: {type(error).__name__}: {error}") from error
         try:
             output = future.result(timeout=self.timeout_s)
+        except concurrent.futures.TimeoutError as error:
+            self._abort(future)  # free its KV blocks; nobody waits for it any more
+            raise LLMError(f"native engine: no answer within {self.timeout_s:g} s") from error
         except Exception as error:  # the engine's own errors are reported with their type
             raise LLMError(f"native engine: {type(error).__name__}: {error}") from error
         latency = time.perf_counter() - started
@@ -75,6 +89,17 @@ class NativeBackend(LLMBackend):
             finish_reason=str(getattr(output, "finish_reason", "stop") or "stop"),
             backend=self.label,
         )
+
+    def _abort(self, future: Any) -> None:
+        abort = getattr(self.engine, "abort", None)
+        request_id = getattr(future, "request_id", None)
+        try:
+            if abort is not None and request_id is not None:
+                abort(request_id)
+            else:
+                future.cancel()
+        except Exception:  # best effort: the timeout is what the caller needs to hear about
+            pass
 
     def end_session(self, session_id: str) -> None:
         self.engine.end_session(session_id)

@@ -4,6 +4,11 @@ Segments are joined into one prompt (chat: one user message; completions: the ra
 stable P-I prefix comes first and the server's own prefix cache hits. Transient errors (connect
 errors, timeouts, 408/409/429/5xx) are retried with exponential backoff. Token usage is read from
 the response when the server reports it, else counted with the tokenizer (Qwen by default).
+
+Against a glmcot server (`glmcot serve`, which lists its models as `owned_by: "glmcot"`), the
+engine's extra body fields are sent too: the segments with their levels and keys, the session,
+the request priority and forced text (the scripted policy), and `end_session` ends a session on
+the server. `glmcot_extras=None` (the default) asks `/models` once to find out.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from glmcot.llm.types import LineSplitter, LLMBackend, LLMError, LLMRequest, LLM
 
 _TRANSIENT_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "0.0.0.0", "::1", "host.docker.internal"}
+GLMCOT_OWNER = "glmcot"  # what glmcot serve writes as `owned_by` in /v1/models
+# glmcot serve marks every response whose text was forced (never model output) with this.
+FORCED_FINGERPRINT = "glmcot-forced-text"
 
 
 def is_local_url(url: str) -> bool:
@@ -31,7 +39,11 @@ def is_local_url(url: str) -> bool:
 
 
 class OpenAIBackend(LLMBackend):
-    """`base_url` like http://127.0.0.1:8000/v1. `mode`: "chat" or "completions"."""
+    """`base_url` like http://127.0.0.1:8000/v1. `mode`: "chat" or "completions".
+
+    `glmcot_extras`: True sends glmcot serve's extra fields (segments, session, priority,
+    forced_text, end_session); False never does; None decides from the server's `/models`.
+    """
 
     def __init__(
         self,
@@ -47,6 +59,7 @@ class OpenAIBackend(LLMBackend):
         system_prompt: str | None = None,
         extra_body: dict[str, Any] | None = None,
         counter: TokenCounter | None = None,
+        glmcot_extras: bool | None = None,
     ):
         if mode not in ("chat", "completions"):
             raise ValueError(f"mode must be 'chat' or 'completions', got {mode!r}")
@@ -72,6 +85,7 @@ class OpenAIBackend(LLMBackend):
         self._counter = counter
         self._client = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)))
         self._model = model
+        self._glmcot_extras = glmcot_extras
         self._model_lock = threading.Lock()
         self.label = f"openai {self.base_url}"
 
@@ -83,14 +97,40 @@ class OpenAIBackend(LLMBackend):
 
     @property
     def model(self) -> str:
+        self._discover()
+        assert self._model is not None
+        return self._model
+
+    @property
+    def glmcot_extras(self) -> bool:
+        """Whether requests carry glmcot serve's extra fields (asks /models once if unset)."""
+        self._discover()
+        return bool(self._glmcot_extras)
+
+    def _discover(self) -> None:
+        """Reads /models once for what was not given: the model name, and whether the server is
+        glmcot serve."""
         with self._model_lock:
-            if self._model is None:
+            if self._model is not None and self._glmcot_extras is not None:
+                return
+            try:
                 data = self._with_retries(lambda: self._get("/models"))
-                models = [entry.get("id") for entry in data.get("data", []) if entry.get("id")]
+            except LLMError as error:
+                # Some servers have no /models; with a model given, just send no extras.
+                status = getattr(error.__cause__, "status", 0)
+                if self._model is None or not 400 <= status < 500:
+                    raise
+                self._glmcot_extras = False
+                return
+            entries = [entry for entry in data.get("data", []) if isinstance(entry, dict)]
+            if self._model is None:
+                models = [entry.get("id") for entry in entries if entry.get("id")]
                 if not models:
                     raise LLMError(f"{self.base_url}/models lists no model; pass model=...")
                 self._model = models[0]
-            return self._model
+            if self._glmcot_extras is None:
+                served = [entry for entry in entries if entry.get("id") == self._model] or entries
+                self._glmcot_extras = bool(served) and served[0].get("owned_by") == GLMCOT_OWNER
 
     def _get(self, path: str) -> dict:
         response = self._client.get(self.base_url + path, headers=self._headers)
@@ -119,6 +159,7 @@ class OpenAIBackend(LLMBackend):
         raise AssertionError("unreachable")
 
     def _body(self, request: LLMRequest, stream: bool) -> tuple[str, dict]:
+        extras = self.glmcot_extras
         body: dict[str, Any] = {
             "model": self.model,
             "max_tokens": request.max_tokens,
@@ -126,28 +167,50 @@ class OpenAIBackend(LLMBackend):
             "top_p": request.top_p,
             "stream": stream,
         }
-        if request.stop:
+        # Forced text already ends where a stop string would cut it (as NativeBackend does).
+        if request.stop and request.forced_text is None:
             body["stop"] = list(request.stop)[:4]  # OpenAI accepts at most four
         if request.seed is not None:
             body["seed"] = request.seed
         if stream:
             body["stream_options"] = {"include_usage": True}
+        segments = _segments_body(request) if extras else None
         if self.mode == "chat":
             messages = []
             if self.system_prompt:
                 messages.append({"role": "system", "content": self.system_prompt})
-            messages.append({"role": "user", "content": request.prompt})
+            if segments is not None:
+                # glmcot serve reads the segments and wraps them in the chat template itself
+                messages.append({"role": "user", "content": "", "segments": segments})
+            else:
+                messages.append({"role": "user", "content": request.prompt})
             body["messages"] = messages
             path = "/chat/completions"
         else:
-            body["prompt"] = request.prompt
+            if segments is not None:
+                body["prompt"] = ""  # the segments replace the prompt
+                body["segments"] = segments
+            else:
+                body["prompt"] = request.prompt
             path = "/completions"
+        if extras:
+            if request.session is not None:
+                body["session"] = request.session
+            priority = int(request.metadata.get("priority", 0) or 0)
+            if priority:
+                body["priority"] = priority
+            if request.forced_text is not None:
+                body["forced_text"] = request.forced_text
         body.update(self.extra_body)
         return path, body
 
     def complete(self, request: LLMRequest) -> LLMResponse:
-        if request.forced_text is not None:
-            raise LLMError("an OpenAI-compatible server cannot force-decode; use the native backend")
+        if request.forced_text is not None and not self.glmcot_extras:
+            raise LLMError(
+                f"{self.base_url} is not a glmcot server, and only glmcot serve can force-decode "
+                "(the scripted policy): point openai+glmcot:URL at `glmcot serve`, or use the "
+                "native backend"
+            )
         stream = self.stream if self.stream is not None else (request.on_delta is not None or request.on_line is not None)
         return self._with_retries(lambda: self._complete_once(request, stream))
 
@@ -157,6 +220,7 @@ class OpenAIBackend(LLMBackend):
         first: float | None = None
         usage: dict = {}
         finish = "stop"
+        fingerprints: set[str] = set()
         if not stream:
             response = self._client.post(self.base_url + path, headers=self._headers, json=body)
             self._raise_for(response)
@@ -165,6 +229,7 @@ class OpenAIBackend(LLMBackend):
             text = _choice_text(choice, self.mode) or ""
             finish = choice.get("finish_reason") or "stop"
             usage = data.get("usage") or {}
+            fingerprints.add(str(data.get("system_fingerprint") or ""))
             first = time.perf_counter() - started
             splitter = LineSplitter(request.on_delta, request.on_line)
             splitter.feed(text)
@@ -190,6 +255,8 @@ class OpenAIBackend(LLMBackend):
                         continue
                     if data.get("usage"):
                         usage = data["usage"]
+                    if data.get("system_fingerprint"):
+                        fingerprints.add(str(data["system_fingerprint"]))
                     for choice in data.get("choices") or []:
                         piece = _delta_text(choice, self.mode)
                         if piece:
@@ -201,8 +268,16 @@ class OpenAIBackend(LLMBackend):
                             finish = choice["finish_reason"]
             splitter.finish()
             text = "".join(pieces)
-        # Some servers return the stop string or run past it; cut like the others do.
-        text, _ = cut_at_stop(text, request.stop)
+        if request.forced_text is not None:
+            # Forced text is labelled scripted policy; make sure it never was model output.
+            if not any(FORCED_FINGERPRINT in fingerprint for fingerprint in fingerprints):
+                raise LLMError(
+                    f"{self.base_url} did not confirm forced decoding (system_fingerprint "
+                    f"{sorted(fingerprints)!r}); its text may be the model's, not the scripted policy's"
+                )
+        else:
+            # Some servers return the stop string or run past it; cut like the others do.
+            text, _ = cut_at_stop(text, request.stop)
         latency = time.perf_counter() - started
         prompt_tokens = usage.get("prompt_tokens")
         output_tokens = usage.get("completion_tokens")
@@ -223,12 +298,43 @@ class OpenAIBackend(LLMBackend):
             backend=self.label,
         )
 
+    def end_session(self, session_id: str) -> None:
+        """On glmcot serve: a prefill-only request that carries `end_session`, so the engine
+        demotes the session's notebook blocks to P-III. Other servers keep no sessions."""
+        if not self.glmcot_extras:
+            return
+        body = {
+            "model": self.model,
+            "prompt": "",
+            "segments": [{"text": "\n", "level": 4}],
+            "max_tokens": 0,
+            "temperature": 0.0,
+            "session": session_id,
+            "end_session": True,
+        }
+
+        def send() -> None:
+            response = self._client.post(self.base_url + "/completions", headers=self._headers, json=body)
+            self._raise_for(response)
+
+        self._with_retries(send)
+
     def close(self) -> None:
         self._client.close()
 
 
 class _HTTPStatus(Exception):
     status = 0
+
+
+def _segments_body(request: LLMRequest) -> list[dict[str, Any]]:
+    segments = []
+    for segment in request.segments:
+        entry: dict[str, Any] = {"text": segment.text, "level": segment.level}
+        if segment.key is not None:
+            entry["key"] = segment.key
+        segments.append(entry)
+    return segments
 
 
 def _choice_text(choice: dict, mode: str) -> str | None:
