@@ -163,17 +163,41 @@ def test_client_disconnecting_mid_stream_stops_the_question(server, client, engi
     assert ask(client, "s-0")["answer"] == BY_QID["s-0"]["answer"]   # still serving
 
 
-def test_client_leaving_a_plain_request_stops_the_question(server):
-    state = server.app.state.serve
-    body = {"question": BY_QID["s-1"]["question"], "graph": "dblp", "method": "glm"}
-    with pytest.raises(httpx.ReadTimeout):
-        httpx.post(server.url + "/v1/ask", json=body, headers=AUTH, timeout=0.3)
-    deadline = time.monotonic() + 60
-    while state.admission.running:
-        assert time.monotonic() < deadline, "the question kept its slot"
-        time.sleep(0.05)
-    text = httpx.get(server.url + "/metrics", headers=AUTH).text
-    assert 'method="glm",policy="scripted policy",outcome="client_disconnected"} 1' in text
+class SlowEngine:
+    """The real engine, with every LLM call held back a while: questions then outlast a client's
+    patience or the server's timeout whatever the machine's speed or the cache's warmth."""
+
+    def __init__(self, engine, delay_s: float = 0.6):
+        self._engine = engine
+        self._delay_s = delay_s
+
+    def submit(self, *args, **kwargs):
+        time.sleep(self._delay_s)
+        return self._engine.submit(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
+
+
+def test_client_leaving_a_plain_request_stops_the_question(engine, dataset):
+    config = ServeConfig(graphs={"dblp": dataset}, model="random:qwen3:tiny",
+                         scripted=dataset / "questions.jsonl", port=0, timeout_s=120)
+    runtime = build_runtime(config, engine=SlowEngine(engine))
+    try:
+        with BackgroundServer(config, runtime) as server:
+            state = server.app.state.serve
+            body = {"question": BY_QID["s-1"]["question"], "graph": "dblp", "method": "glm"}
+            with pytest.raises(httpx.ReadTimeout):
+                httpx.post(server.url + "/v1/ask", json=body, timeout=0.3)
+            deadline = time.monotonic() + 60
+            while state.admission.running:
+                assert time.monotonic() < deadline, "the question kept its slot"
+                time.sleep(0.05)
+            text = httpx.get(server.url + "/metrics").text
+            assert 'method="glm",policy="scripted policy",outcome="client_disconnected"} 1' in text
+    finally:
+        runtime.close()
+    idle(engine)
 
 
 def test_openai_backend_over_http_matches_the_in_process_backend(server, engine, dataset):
@@ -217,7 +241,7 @@ def test_timeout_answers_504_and_stops_the_agent(engine, dataset):
     config = ServeConfig(graphs={"dblp": dataset}, model="random:qwen3:tiny",
                          scripted=dataset / "questions.jsonl", port=0, timeout_s=0.5,
                          max_concurrency=1, max_queue=0)
-    runtime = build_runtime(config, engine=engine)
+    runtime = build_runtime(config, engine=SlowEngine(engine))
     try:
         with BackgroundServer(config, runtime) as server, \
                 httpx.Client(base_url=server.url, timeout=60) as client:
