@@ -6,10 +6,12 @@ package data files (prompts/*.txt)."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from glmcot.agents.records import QuestionResult
 
 NEIGHBOURS_PER_RELATION = 20  # Graph-CoT's RAG baseline cap (grbench.md §5)
 FEATURE_CHARS = 300           # long texts (abstracts, opinions) are cut so many nodes fit
@@ -18,22 +20,6 @@ FEATURE_CHARS = 300           # long texts (abstracts, opinions) are cut so many
 @lru_cache(maxsize=None)
 def prompt_text(name: str) -> str:
     return resources.files("glmcot.eval").joinpath(f"prompts/{name}.txt").read_text(encoding="utf-8")
-
-
-@dataclass
-class BaselineResult:
-    """The fields of agents' QuestionResult that the runner reads."""
-
-    answer: str
-    failure: str | None = None
-    llm_calls: int = 1
-    prompt_tokens: int = 0
-    cached_tokens: int = 0
-    output_tokens: int = 0
-    latency_s: float = 0.0
-    llm_time_s: float = 0.0
-    retrieval_time_s: float = 0.0
-    trace: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _value_text(value: Any) -> str:
@@ -149,7 +135,8 @@ class Baseline:
         return (template.replace("{question}", question.strip()).replace("{context}", context)
                 .replace("{hops}", str(self.hops)))
 
-    def answer(self, question: str, qid: str | None = None) -> BaselineResult:
+    def answer(self, question: str, qid: str | None = None) -> QuestionResult:
+        from glmcot.agents.records import QuestionResult
         from glmcot.llm import LLMRequest, Segment
 
         start = time.perf_counter()
@@ -162,8 +149,8 @@ class Baseline:
         )
         response = self.backend.complete(request)
         answer = response.text.strip()
-        return BaselineResult(
-            answer=answer, failure=None if answer else "unexpected_output",
+        return QuestionResult(
+            qid=qid, question=question, answer=answer, method=self.method, llm_calls=1, failure=None if answer else "unexpected_output",
             prompt_tokens=response.prompt_tokens, cached_tokens=response.cached_tokens,
             output_tokens=response.output_tokens, latency_s=time.perf_counter() - start,
             llm_time_s=response.latency_s, retrieval_time_s=retrieval_s,
