@@ -53,6 +53,12 @@ def build_graph(out_dir: Path) -> Path:
         writer.set_text_key("paper", "title")
         writer.set_text_key("author", "name")
         writer.set_text_key("venue", "name")
+    # The fixture is only useful if the store holds exactly what was written.
+    from glmcot.graph.store import Graph
+
+    graph = Graph.open(out_dir)
+    assert graph.num_nodes == len(index)
+    assert graph.num_edges == 2 * (len(WRITES) + len(PUBLISHED) + len(CITES))
     return out_dir
 
 

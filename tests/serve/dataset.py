@@ -79,4 +79,10 @@ def build_dataset(root: Path) -> Path:
     with open(root / "questions.jsonl", "w", encoding="utf-8") as handle:
         for record in QUESTIONS:
             handle.write(json.dumps(record) + "\n")
+    # The fixture is only useful if the store holds exactly what was written.
+    from glmcot.graph.store import Graph
+
+    graph = Graph.open(root / "graph")
+    assert graph.num_nodes == len(order)
+    assert graph.num_edges == 2 * (len(WRITES) + len(CITES))
     return root
