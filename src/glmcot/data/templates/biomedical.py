@@ -151,18 +151,24 @@ def _unique_best(counts: Counter) -> int:
     return ranked[0][0]
 
 
+def _mode_through_diseases(c: Ctx, i: int, via: str, middle_type: str, relation: str) -> int:
+    """The most frequent `relation` neighbour of the distinct `via` neighbours of the diseases
+    presenting symptom i (a tie rejects the instance)."""
+    middle: list[int] = []
+    for d in c.nb("Symptom", PRESENTS, i):
+        for x in c.nb("Disease", via, d):
+            if int(x) not in middle:
+                middle.append(int(x))
+    counts: Counter = Counter()
+    for x in middle:
+        counts.update(int(k) for k in c.nb(middle_type, relation, x))
+    return _unique_best(counts)
+
+
 def _class_template(template: str, relation: str, verb: str):
     @T.add(template, "medium", "Symptom", False)
     def build(c: Ctx, i: int) -> Instance:
-        compounds: list[int] = []
-        for d in c.nb("Symptom", PRESENTS, i):
-            for x in c.nb("Disease", relation, d):
-                if int(x) not in compounds:
-                    compounds.append(int(x))
-        counts: Counter = Counter()
-        for x in compounds:
-            counts.update(int(k) for k in c.nb("Compound", INCLUDES, x))
-        best = _unique_best(counts)
+        best = _mode_through_diseases(c, i, relation, "Compound", INCLUDES)
         s = c.surface("Symptom", i)
         p = PlanBuilder()
         _symptom_diseases_step(p, s)
@@ -195,15 +201,7 @@ _class_template("biomedical/18", TREATS, "treat")
 def _gene_mode_template(template: str, link: str, relation: str, target: str, what: str, verb: str):
     @T.add(template, "medium", "Symptom", False)
     def build(c: Ctx, i: int) -> Instance:
-        genes: list[int] = []
-        for d in c.nb("Symptom", PRESENTS, i):
-            for g_ in c.nb("Disease", link, d):
-                if int(g_) not in genes:
-                    genes.append(int(g_))
-        counts: Counter = Counter()
-        for g_ in genes:
-            counts.update(int(k) for k in c.nb("Gene", relation, g_))
-        best = _unique_best(counts)
+        best = _mode_through_diseases(c, i, link, "Gene", relation)
         s = c.surface("Symptom", i)
         p = PlanBuilder()
         _symptom_diseases_step(p, s)
