@@ -8,7 +8,7 @@ import torch
 from glmcot.engine.cache.kv_cache_manager import KVCacheManager
 from glmcot.engine.core.request import Request
 from glmcot.engine.core.scheduler import ScheduledRequest
-from glmcot.engine.layers.attention import AttentionMetadata, DecodeBatch, SequenceSlice
+from glmcot.engine.layers.attention import AttentionMetadata, DecodeBatch, SequenceSlice, SharedPrefix
 from glmcot.engine.models.decoder import DecoderModel
 
 
@@ -71,10 +71,46 @@ class ModelRunner:
     def _decode_batch(self, rows: list[int], tables: list[list[int]], lengths: list[int]) -> DecodeBatch | None:
         if not rows:
             return None
-        width = max(len(t) for t in tables)
-        padded = [t + [0] * (width - len(t)) for t in tables]
-        dev = self.device
-        positions = torch.arange(width * self.block_size, device=dev)
-        mask = positions[None, :] < torch.tensor(lengths, device=dev)[:, None]
+        bs, dev = self.block_size, self.device
+        shared, skip = shared_prefixes(tables, lengths, bs)
+        own = [t[skip[i]:] for i, t in enumerate(tables)]
+        own_lengths = [length - skip[i] * bs for i, length in enumerate(lengths)]
+        width = max(len(t) for t in own)
+        padded = [t + [0] * (width - len(t)) for t in own]
+        real = torch.arange(width * bs, device=dev)[None, :] < torch.tensor(own_lengths, device=dev)[:, None]
+        mask = torch.zeros(real.shape, dtype=self.kv_cache.dtype, device=dev).masked_fill_(~real, float("-inf"))
+        prefixes = [SharedPrefix(torch.tensor(members, dtype=torch.long, device=dev), _blocks(blocks, dev))
+                    for members, blocks in shared]
         return DecodeBatch(torch.tensor(rows, dtype=torch.long, device=dev),
-                           torch.tensor(padded, dtype=torch.long, device=dev), mask[:, None, None, :])
+                           torch.tensor(padded, dtype=torch.long, device=dev), mask[:, None, None, :], prefixes)
+
+
+def shared_prefixes(tables: list[list[int]], lengths: list[int], block_size: int) -> tuple[list[tuple[list[int], list[int]]], list[int]]:
+    """Group decoding sequences by the cached blocks their tables start with. Returns
+    (members, prefix blocks) per group of two or more, and per sequence how many leading blocks a
+    group covers. The block holding a sequence's newest token is never part of a prefix."""
+    by_first: dict[int, list[int]] = {}
+    for i, table in enumerate(tables):
+        by_first.setdefault(table[0], []).append(i)
+    groups: list[tuple[list[int], list[int]]] = []
+    skip = [0] * len(tables)
+    for members in by_first.values():
+        if len(members) < 2:
+            continue
+        limit = min((lengths[i] - 1) // block_size for i in members)
+        first = tables[members[0]]
+        common = 0
+        while common < limit and all(tables[i][common] == first[common] for i in members):
+            common += 1
+        if common == 0:
+            continue
+        groups.append((members, first[:common]))
+        for i in members:
+            skip[i] = common
+    return groups, skip
+
+
+def _blocks(blocks: list[int], device: torch.device) -> torch.Tensor | slice:
+    if blocks == list(range(blocks[0], blocks[0] + len(blocks))):
+        return slice(blocks[0], blocks[0] + len(blocks))  # consecutive: a view, no gather
+    return torch.tensor(blocks, dtype=torch.long, device=device)

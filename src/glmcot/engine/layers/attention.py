@@ -4,6 +4,12 @@ The cache of one layer is `[2, num_blocks, block_size, kv_heads, head_dim]`. New
 scattered into it through `slot_mapping`; each sequence then attends over its own blocks,
 gathered in block-table order, with a causal mask aligned bottom-right (its queries are the
 last `q_len` of its `ctx_len` positions: a prefix hit or a chunked prefill).
+
+Decode is cascaded: sequences whose block tables start with the same cached blocks (a shared
+agent prompt) attend over that prefix in one call, all their queries together, so the prefix
+is read once per step instead of once per sequence; each sequence then attends over the rest of
+its own blocks, and the two partial results are merged exactly through their log-sum-exp.
+Query heads of one KV group are folded into the query length, so K/V are never repeated.
 """
 
 from __future__ import annotations
@@ -23,12 +29,22 @@ class SequenceSlice:
 
 
 @dataclass
+class SharedPrefix:
+    """Cached blocks that several decoding sequences start with."""
+
+    members: torch.Tensor  # [m] indices into the decode batch
+    blocks: torch.Tensor | slice  # the prefix's block ids; a slice when they are consecutive
+
+
+@dataclass
 class DecodeBatch:
-    """Sequences with one new token each, attended in one padded call."""
+    """Sequences with one new token each: their own blocks are attended in one padded call,
+    shared prefixes in one call per prefix."""
 
     rows: torch.Tensor  # [n] their rows in the packed batch
-    block_table: torch.Tensor  # [n, max_blocks], padded with block 0
-    mask: torch.Tensor  # [n, 1, 1, max_blocks * block_size], True where a position is real
+    block_table: torch.Tensor  # [n, max_blocks] blocks after any shared prefix, padded with block 0
+    mask: torch.Tensor  # [n, 1, 1, max_blocks * block_size] additive: 0 where a position is real, -inf else
+    shared: list[SharedPrefix]
 
 
 @dataclass
@@ -55,14 +71,7 @@ def paged_attention(
     kv_heads = k.shape[1]
     out = torch.empty(q.shape[0], heads, head_dim, dtype=q.dtype, device=q.device)
     if meta.decode is not None:
-        d = meta.decode
-        n, width = d.block_table.shape
-        flat = d.block_table.view(-1)
-        ks = cache[0].index_select(0, flat).view(n, width * meta.block_size, kv_heads, head_dim).transpose(1, 2)
-        vs = cache[1].index_select(0, flat).view(n, width * meta.block_size, kv_heads, head_dim).transpose(1, 2)
-        qs = q.index_select(0, d.rows).unsqueeze(2)  # [n, heads, 1, dim]
-        o = F.scaled_dot_product_attention(qs, ks, vs, attn_mask=d.mask, enable_gqa=heads != kv_heads)
-        out.index_copy_(0, d.rows, o.squeeze(2))
+        out.index_copy_(0, meta.decode.rows, decode_attention(q, cache, meta.decode, meta.block_size))
     for s in meta.sequences:
         rows = slice(s.q_start, s.q_start + s.q_len)
         qs = q[rows].transpose(0, 1)  # [heads, q_len, dim]
@@ -82,3 +91,64 @@ def paged_attention(
             o = F.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask, enable_gqa=heads != kv_heads)
         out[rows] = o.transpose(0, 1)
     return out.view(q.shape[0], heads * head_dim)
+
+
+def decode_attention(q: torch.Tensor, cache: torch.Tensor, d: DecodeBatch, block_size: int) -> torch.Tensor:
+    """[n, heads, dim] outputs of the decode rows (see the module docstring)."""
+    heads, head_dim = q.shape[1], q.shape[2]
+    kv_heads = cache.shape[-2]
+    group = heads // kv_heads
+    n, width = d.block_table.shape
+    qs = q.index_select(0, d.rows).view(n, kv_heads, group, head_dim)
+    flat = d.block_table.view(-1)
+    ks = cache[0].index_select(0, flat).view(n, width * block_size, kv_heads, head_dim).transpose(1, 2)
+    vs = cache[1].index_select(0, flat).view(n, width * block_size, kv_heads, head_dim).transpose(1, 2)
+    out, lse = attention_with_lse(qs, ks, vs, d.mask)
+    if not d.shared:
+        return out.view(n, heads, head_dim)
+    shared_out = torch.zeros_like(out)
+    shared_lse = torch.full_like(lse, float("-inf"))
+    for prefix in d.shared:
+        m = prefix.members.numel()
+        if isinstance(prefix.blocks, slice):
+            keys, values = cache[0][prefix.blocks], cache[1][prefix.blocks]
+        else:
+            keys, values = cache[0].index_select(0, prefix.blocks), cache[1].index_select(0, prefix.blocks)
+        keys = keys.reshape(1, -1, kv_heads, head_dim).transpose(1, 2)
+        values = values.reshape(1, -1, kv_heads, head_dim).transpose(1, 2)
+        # All members' query heads of a KV group become one query sequence over the prefix.
+        member_q = qs.index_select(0, prefix.members).transpose(0, 1).reshape(1, kv_heads, m * group, head_dim)
+        o, l = attention_with_lse(member_q, keys, values, None)
+        shared_out.index_copy_(0, prefix.members, o.view(kv_heads, m, group, head_dim).transpose(0, 1))
+        shared_lse.index_copy_(0, prefix.members, l.view(kv_heads, m, group).transpose(0, 1))
+    return merge_partial_attention(out, lse, shared_out, shared_lse).view(n, heads, head_dim)
+
+
+def merge_partial_attention(o1: torch.Tensor, l1: torch.Tensor, o2: torch.Tensor, l2: torch.Tensor) -> torch.Tensor:
+    """Combine softmax attention over two disjoint key sets from each one's output and
+    log-sum-exp (l1 is finite everywhere: every sequence attends at least its new token)."""
+    top = torch.maximum(l1, l2)
+    w1 = torch.exp(l1 - top).unsqueeze(-1)
+    w2 = torch.exp(l2 - top).unsqueeze(-1)
+    return ((o1.float() * w1 + o2.float() * w2) / (w1 + w2)).to(o1.dtype)
+
+
+def attention_with_lse(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax attention [b, h, lq, d] x [b, h, lk, d] with an optional additive mask, returning
+    the output and the float32 log-sum-exp of each query's scores ([b, h, lq])."""
+    if q.device.type == "cpu":
+        out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, attn_mask=mask)
+        return out, lse.float()
+    return _attention_with_lse_math(q, k, v, mask)
+
+
+def _attention_with_lse_math(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) * (q.shape[-1] ** -0.5)
+    if mask is not None:
+        scores = scores + mask.float()
+    lse = torch.logsumexp(scores, dim=-1)
+    return torch.matmul(torch.exp(scores - lse.unsqueeze(-1)), v.float()).to(q.dtype), lse

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from glmcot.engine.layers.attention import AttentionMetadata, paged_attention
+from glmcot.engine.layers.linear import Linear, transposed
 from glmcot.engine.layers.mlp import SwiGLU
 from glmcot.engine.layers.norm import RMSNorm
 from glmcot.engine.layers.rotary import RotaryEmbedding
@@ -25,8 +26,8 @@ class Attention(nn.Module):
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         self.q_size, self.kv_size = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        self.qkv_proj = nn.Linear(cfg.hidden_size, self.q_size + 2 * self.kv_size, bias=cfg.qkv_bias)
-        self.o_proj = nn.Linear(self.q_size, cfg.hidden_size, bias=cfg.o_bias)
+        self.qkv_proj = Linear(cfg.hidden_size, self.q_size + 2 * self.kv_size, bias=cfg.qkv_bias)
+        self.o_proj = Linear(self.q_size, cfg.hidden_size, bias=cfg.o_bias)
         self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.rotary = rotary
@@ -65,7 +66,8 @@ class DecoderModel(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(cfg, rotary) for _ in range(cfg.num_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.rotary = rotary
-        self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.lm_head = None if cfg.tie_word_embeddings else Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.logits_weight_t: torch.Tensor | None = None
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, kv_cache: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
         """kv_cache: [layers, 2, num_blocks, block_size, kv_heads, head_dim]."""
@@ -75,8 +77,25 @@ class DecoderModel(nn.Module):
         return self.norm(x)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        if self.logits_weight_t is not None:
+            return torch.matmul(hidden, self.logits_weight_t).float()
         weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
         return F.linear(hidden, weight).float()
+
+    @torch.no_grad()
+    def store_transposed_weights(self) -> None:
+        """Switch every projection (and the logits matrix) to the [in, out] layout, which MKL
+        multiplies faster for small batches on CPU. Call once, after the weights are loaded."""
+        for module in self.modules():
+            if isinstance(module, Linear):
+                module.store_transposed()
+        if self.lm_head is not None:
+            self.logits_weight_t = self.lm_head.weight_t
+        else:
+            # Tied: the embedding becomes a view of the transposed matrix; a lookup then gathers
+            # columns, which costs well under 1 % of a prefill.
+            self.logits_weight_t = transposed(self.embed_tokens.weight)
+            self.embed_tokens.weight = nn.Parameter(self.logits_weight_t.t(), requires_grad=False)
 
     @torch.no_grad()
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
