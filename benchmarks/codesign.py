@@ -4,9 +4,11 @@ Replays a multi-agent workload through the native engine under KV memory pressur
 decoding (every forward pass, cache hit and eviction is real; the text is scripted), for three
 arms in the same run, each on a fresh engine:
 
-    lru          vLLM-style prefix caching, LRU eviction, chunk keys ignored (exact)
-    lru+chunks   the same plus vertex-chunk reuse (pic, first k tokens of each chunk recomputed)
-    glm+chunks   four-level priority eviction (P4, P3, P2, P1) plus vertex-chunk reuse
+    lru           vLLM-style prefix caching, LRU eviction, chunk keys ignored (exact)
+    lru+chunks    the same plus vertex-chunk reuse (pic, first k tokens of each chunk recomputed;
+                  a chunk's KV is taken from the first prompt that computed it: chunk_source=context)
+    glm+chunks    four-level priority eviction (P4, P3, P2, P1) plus vertex-chunk reuse
+    glm+isolated  glm+chunks with every chunk computed alone (chunk_source=isolated)
 
 The workload follows GRBench-style GLM sessions (one session = one question): a C-Agent call,
 then rounds of R-Agent (P1 prompt + P2 notebook + P4 question) and A-Agent (P1 prompt + P4
@@ -49,9 +51,12 @@ PAPER = {"vertex_hit_points": 17.7, "vertex_throughput_pct": 41.6, "priority_mis
          "priority_throughput_pct": 14.3}
 ARMS = {
     "lru": dict(eviction_policy="lru", chunk_reuse="exact"),
-    "lru+chunks": dict(eviction_policy="lru", chunk_reuse="pic"),
-    "glm+chunks": dict(eviction_policy="glm", chunk_reuse="pic"),
+    "lru+chunks": dict(eviction_policy="lru", chunk_reuse="pic", chunk_source="context"),
+    "glm+chunks": dict(eviction_policy="glm", chunk_reuse="pic", chunk_source="context"),
+    "glm+isolated": dict(eviction_policy="glm", chunk_reuse="pic", chunk_source="isolated"),
 }
+FIDELITY_MODES = {"pic": ("pic", "context"), "pic0": ("pic0", "context"),
+                  "pic isolated": ("pic", "isolated"), "pic0 isolated": ("pic0", "isolated")}
 WORDS = ("graph node edge paper author venue citation year title field topic keyword neighbour weight "
          "relation count list answer question fact notebook retrieve feature degree check missing value "
          "network learning model data system method result study analysis review patient drug disease "
@@ -238,6 +243,7 @@ def run_arm(name: str, args, sessions: list[Session], prompts: dict[str, str], p
         "hit_rate": (prefix_hits + chunk_hits) / queries if queries else 0.0,
         "prefill_tokens_computed": stats["prompt_tokens_computed"] - warm_stats["prompt_tokens_computed"],
         "chunk_tokens_computed_isolated": stats["chunk_computed_tokens"],
+        "chunk_tokens_captured": stats["chunk_captured_tokens"],
         "chunk_fallbacks": stats["chunk_fallbacks"],
         "generated_tokens": stats["generated_tokens"],
         "steps": stats["steps"] - warm_stats["steps"],
@@ -282,8 +288,9 @@ def fidelity(args, sessions: list[Session]) -> dict:
     big["kv_tokens"] = None  # no memory pressure: only the reuse mode differs
     reference = distributions(LLMEngine(engine_config(argparse.Namespace(**big), chunk_reuse="exact")), calls)
     out = {"prompts": len(calls), "caveat": RANDOM_CAVEAT if args.model.startswith("random:") else None}
-    for mode in ("pic", "pic0"):
-        got = distributions(LLMEngine(engine_config(argparse.Namespace(**big), chunk_reuse=mode)), calls)
+    for mode, (reuse, source) in FIDELITY_MODES.items():
+        engine = LLMEngine(engine_config(argparse.Namespace(**big), chunk_reuse=reuse, chunk_source=source))
+        got = distributions(engine, calls)
         agree = first_agree = steps = 0
         kls = []
         for want_steps, got_steps in zip(reference, got):
@@ -341,7 +348,7 @@ def print_report(rows: dict[str, dict], ours: dict, ours_cpu: dict, fid: dict | 
         ft = Table(title=f"Fidelity vs full prefill, {fid['prompts']} R-Agent prompts, teacher-forced")
         for col in ("mode", "top-1 agreement", "first token", "KL mean", "KL p99"):
             ft.add_column(col, justify="right")
-        for mode in ("pic", "pic0"):
+        for mode in FIDELITY_MODES:
             f = fid[mode]
             ft.add_row(mode, f"{f['top1_agreement']:.1%}", f"{f['first_token_agreement']:.1%}", f"{f['kl_mean']:.2e}",
                        f"{f['kl_p99']:.2e}")
@@ -368,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pic-k", type=int, default=16, help="pic: tokens recomputed at the head of each reused chunk")
     parser.add_argument("--fidelity-prompts", type=int, default=8)
     parser.add_argument("--no-fidelity", action="store_true")
-    parser.add_argument("--repeats", type=int, default=1, help="run the three arms this many times, interleaved; report the median")
+    parser.add_argument("--repeats", type=int, default=1, help="run the arms this many times, interleaved; report the median")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="a smaller run (about 2 minutes on 2 cores)")
     parser.add_argument("--out", default="runs/bench-codesign/codesign.json")

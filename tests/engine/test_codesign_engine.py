@@ -32,6 +32,7 @@ def notebook_prompt(keys: list[str], question: str, fact: str | None = None) -> 
 
 def make_llm(ref, **kwargs) -> LLM:
     kwargs.setdefault("block_size", 4)
+    kwargs.setdefault("chunk_source", "isolated")  # the exactness tests below need isolated chunks
     return LLM(EngineConfig(model=ref.directory, dtype="float32", num_threads=2, **kwargs))
 
 
@@ -82,6 +83,63 @@ def test_reused_chunk_equals_the_chunk_computed_alone_at_its_new_position(name, 
         assert (got[layer, 1] - want_v).abs().max().item() <= 1e-4 * max(want_v.abs().max().item(), 1.0)
     while engine.has_unfinished():
         engine.step()
+    assert_all_released(llm)
+
+
+def rotate_keys_float64(keys, delta: int, theta: float):
+    """Keys [tokens, heads, dim] (neox half-split RoPE) turned by `delta` more positions,
+    computed independently of the engine in float64."""
+    import torch
+
+    dim = keys.shape[-1]
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    angle = torch.cat((inv_freq, inv_freq)) * delta
+    k = keys.double()
+    rotated = torch.cat((-k[..., dim // 2 :], k[..., : dim // 2]), dim=-1)
+    return k * angle.cos() + rotated * angle.sin()
+
+
+@pytest.mark.parametrize("name", ["qwen3-untied", "qwen2-tied"])
+def test_context_source_reuses_the_first_prompts_kv_at_a_new_position(name, references):
+    """chunk_source=context (GLM's Fig. 7): the first prompt computes a chunk in context and
+    nothing else (no chunk job); a later prompt holding it at another position gets exactly
+    those values and those keys turned by the position difference."""
+    import torch
+
+    ref = references(name)
+    llm = make_llm(ref, chunk_reuse="pic0", chunk_source="context")
+    engine = llm.engine
+
+    def run_prompt(prompt):
+        ids, spans = engine.tokenize_prompt(prompt)
+        span = next(s for s in spans if s.key == "v:A9")
+        request = engine.add_request(prompt, greedy(2))
+        while request.num_computed_tokens < request.num_prompt_tokens:
+            engine.step()
+        cache = engine.runner.kv_cache
+        layers, _, num_blocks, bs, heads, dim = cache.shape
+        table = engine.kv.block_ids(request)
+        slots = torch.tensor([table[p // bs] * bs + p % bs for p in range(span.start, span.end)])
+        rows = cache.view(layers, 2, num_blocks * bs, heads, dim).index_select(2, slots).clone()
+        while engine.has_unfinished():
+            engine.step()
+        return ids, span, rows
+
+    first_ids, first_span, first_rows = run_prompt([Segment("Notebook:\n", 2), chunk("v:A9"), Segment("Q?\n", 4)])
+    stats = llm.stats()
+    n = first_span.end - first_span.start
+    assert stats["chunk_computed_tokens"] == 0 and stats["chunk_captured_tokens"] == n
+    assert stats["prompt_tokens_computed"] == len(first_ids)  # a chunk seen once costs nothing extra
+    _, span, rows = run_prompt(notebook_prompt(["v:P1", "v:A9"], "who wrote P1?", fact="Fact 1: three.\n"))
+    assert span.start != first_span.start
+    assert llm.stats()["chunk_hits_tokens"] == n  # pic0: the whole chunk comes from the index
+    reused = n
+    theta = engine.model_config.rope_theta
+    for layer in range(rows.shape[0]):
+        assert torch.equal(rows[layer, 1, :reused], first_rows[layer, 1, :reused]), f"layer {layer} V"
+        want = rotate_keys_float64(first_rows[layer, 0, :reused], span.start - first_span.start, theta)
+        scale = max(want.abs().max().item(), 1.0)
+        assert (rows[layer, 0, :reused].double() - want).abs().max().item() <= 1e-4 * scale, f"layer {layer} K"
     assert_all_released(llm)
 
 

@@ -32,6 +32,9 @@ class EngineConfig:
     chunk_reuse: str = "exact"  # exact (prefix caching only) | pic (reuse keyed chunks, recompute their first
     #                             pic_recompute_tokens in context) | pic0 (reuse keyed chunks as they are)
     pic_recompute_tokens: int = 16
+    chunk_source: str = "context"  # context: a chunk's KV is taken from the first prompt that computed it, in
+    #                                that prompt's context (GLM's Fig. 7, no extra compute) | isolated: computed
+    #                                alone by a chunk job (outputs do not depend on what is cached)
     num_threads: int | None = None  # torch CPU threads; None = all cores
     tokenizer: str | None = None  # override: a directory with tokenizer.json
 
@@ -46,6 +49,8 @@ class EngineConfig:
             raise ValueError(f"eviction_policy must be lru or glm, got {self.eviction_policy!r}")
         if self.chunk_reuse not in ("exact", "pic", "pic0"):
             raise ValueError(f"chunk_reuse must be exact, pic or pic0, got {self.chunk_reuse!r}")
+        if self.chunk_source not in ("context", "isolated"):
+            raise ValueError(f"chunk_source must be context or isolated, got {self.chunk_source!r}")
         if self.pic_recompute_tokens < 0:
             raise ValueError("pic_recompute_tokens must be >= 0")
         if not 0.0 <= self.p1_cap_fraction <= 1.0:

@@ -1,19 +1,21 @@
 """Vertex-chunk KV reuse at any prompt position (chunk_reuse = pic | pic0).
 
-A keyed segment (a vertex chunk) is position independent: its KV is always the chunk computed
-in isolation (positions 0..n-1, nothing before it), stored in whole blocks of its own in the
-block pool and indexed by key (cache/chunk_index.py). When a prompt holds the chunk at position
-p, the cached rows are copied into the request's own blocks with the keys re-rotated by p. RoPE
-depends only on relative positions, so this equals computing the isolated chunk at p (exact up
-to the float32 rotary tables); values are copied as they are. The copy keeps attention, the
-model and the prefix cache untouched, at a price in memory: the request's copy is an ordinary
-prefix-cache block chain, so a reused chunk can be cached twice (isolated, and in the request's
-chain). Rotating on the fly while gathering, from shared blocks, would remove the second copy.
+A keyed segment (a vertex chunk) is cached by content in whole blocks of its own in the block
+pool, indexed by key (cache/chunk_index.py), its keys stored as if the chunk started at
+position 0. When a prompt holds the chunk at position p, the cached rows are copied into the
+request's own blocks with the keys re-rotated by p (RoPE depends only on relative positions);
+values are copied as they are. The copy keeps attention, the model and the prefix cache
+untouched, at a price in memory: a reused chunk can be cached twice (indexed, and in the
+request's prefix chain).
 
-The first time a key is seen (or after it was evicted) an internal prefill-only request (a
-"chunk job") computes it in isolation in the same step as the request's first tokens; the
-request copies it in the next step. So, in pic/pic0 modes, a keyed chunk always gets its
-isolated KV, whether it was cached or not: outputs do not depend on the cache state.
+Where the cached KV comes from (`chunk_source`):
+- `context` (GLM's Fig. 7): the first prompt that holds a chunk computes it in context, as any
+  prompt token; right after, its rows are copied out, rotated back to position 0, and indexed.
+  No extra compute; the reused KV carries the attention to that first prompt's context.
+- `isolated`: a miss starts an internal prefill-only request (a "chunk job") that computes the
+  chunk alone in the same step as the request's first tokens; the request copies it in the next
+  step. Every keyed chunk then always gets its isolated KV: outputs do not depend on the cache
+  state, but a chunk seen once costs its length twice.
 
 `pic` recomputes the first k tokens of each chunk in the context of the prompt (EPIC's
 LegoLink: the isolated chunk's first tokens act as a spurious attention sink); `pic0` reuses the
@@ -65,10 +67,13 @@ def shift_keys(keys: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torc
 
 
 class ChunkReuse:
-    def __init__(self, mode: str, recompute_tokens: int, kv: KVCacheManager, levels: SessionLevels) -> None:
+    def __init__(self, mode: str, recompute_tokens: int, kv: KVCacheManager, levels: SessionLevels,
+                 source: str = "context") -> None:
         if mode not in ("pic", "pic0"):
             raise ValueError(f"chunk reuse mode must be pic or pic0, got {mode!r}")
-        self.mode = mode
+        if source not in ("context", "isolated"):
+            raise ValueError(f"chunk source must be context or isolated, got {source!r}")
+        self.mode, self.source = mode, source
         self.recompute = recompute_tokens if mode == "pic" else 0
         self.kv, self.pool, self.levels = kv, kv.pool, levels
         self.kv_cache: torch.Tensor | None = None
@@ -80,7 +85,9 @@ class ChunkReuse:
         self.queries_tokens = 0  # tokens of keyed chunks that were to be reused
         self.hits_tokens = 0  # ... and were found in the index
         self.computed_tokens = 0  # tokens computed by chunk jobs
+        self.captured_tokens = 0  # tokens indexed from a prompt that computed them in context
         self.fallbacks = 0  # chunks computed in context because the pool had no room for a job
+        self.capture_skips = 0  # chunks not indexed because the pool had no room for the copy
 
     def bind(self, kv_cache: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> None:
         """The engine's KV tensor [layers, 2, blocks, block_size, kv_heads, dim] and rotary tables."""
@@ -106,6 +113,7 @@ class ChunkReuse:
                 use.entry, use.hit, use.holding = entry, True, True
             uses.append(use)
         request.chunk_uses = uses
+        request.chunk_captures = []
         return uses
 
     def lead(self, request: Request) -> tuple[int, int | None]:
@@ -133,6 +141,10 @@ class ChunkReuse:
                 self.hits_tokens += use.num_reused
                 self.levels.claim_blocks(use.entry.blocks, use.level, use.session)
                 continue
+            if self.source == "context":
+                request.chunk_uses.remove(use)
+                request.chunk_captures.append(use)
+                continue
             if use.key in self._jobs:
                 self._waiters[use.key].append(use)
                 continue
@@ -150,8 +162,18 @@ class ChunkReuse:
             jobs.append(job)
         return jobs
 
-    def after_step(self) -> None:
-        """Index the chunks computed in this step and hand them to the requests waiting on them."""
+    def after_step(self, scheduled: list[Request]) -> None:
+        """Index the chunks computed in this step (by jobs, or in context by the scheduled
+        requests) and hand job results to the requests waiting on them."""
+        for request in scheduled:
+            if request.chunk_captures:
+                pending = []
+                for use in request.chunk_captures:
+                    if use.start + len(use.token_ids) <= request.num_computed_tokens:
+                        self._capture(request, use)
+                    else:
+                        pending.append(use)
+                request.chunk_captures = pending
         for key, job in self._jobs.items():
             blocks = self.kv.req_blocks.pop(job.request_id)
             entry = ChunkEntry(key, tuple(job.all_token_ids[: job.num_prompt_tokens]), blocks)
@@ -191,33 +213,68 @@ class ChunkReuse:
             use.done = True
             self._release(use)
         request.chunk_uses = []
+        request.chunk_captures = []
 
     def _release(self, use: ChunkUse) -> None:
         if use.holding:
             self.pool.free(reversed(use.entry.blocks))
             use.holding = False
 
-    @torch.inference_mode()
     def _copy(self, request: Request, use: ChunkUse) -> None:
-        if self.kv_cache is None:
-            raise RuntimeError("ChunkReuse.bind() was not called")
         bs = self.kv.block_size
-        dev = self.kv_cache.device
         first = use.reuse_start - use.start
         offsets = torch.arange(first, first + use.num_reused)
         source_blocks = torch.tensor([b.block_id for b in use.entry.blocks])
-        source = source_blocks[offsets // bs] * bs + offsets % bs
         positions = torch.arange(use.reuse_start, use.end)
         table = torch.tensor(self.kv.block_ids(request))
-        target = table[positions // bs] * bs + positions % bs
+        self._move(source_blocks[offsets // bs] * bs + offsets % bs, table[positions // bs] * bs + positions % bs,
+                   use.start, forward=True)
+
+    def _capture(self, request: Request, use: ChunkUse) -> None:
+        """Index the chunk as the request computed it, keys rotated back to position 0."""
+        if self.pool.chunks.lookup(use.key, use.token_ids) is not None:
+            return  # another prompt indexed it first
+        bs, n = self.kv.block_size, len(use.token_ids)
+        need = -(-n // bs)
+        if need > self.pool.num_free_blocks:
+            self.capture_skips += 1
+            return
+        blocks = self.pool.get_new_blocks(need)
+        positions = torch.arange(use.start, use.start + n)
+        table = torch.tensor(self.kv.block_ids(request))
+        offsets = torch.arange(n)
+        target_blocks = torch.tensor([b.block_id for b in blocks])
+        self._move(table[positions // bs] * bs + positions % bs, target_blocks[offsets // bs] * bs + offsets % bs,
+                   use.start, forward=False)
+        entry = ChunkEntry(use.key, use.token_ids, blocks)
+        for stale in self.pool.chunks.register(entry):
+            self.pool.drop_content(stale)
+        self.levels.claim_blocks(blocks, use.level, use.session)
+        self.pool.free(reversed(blocks))
+        self.captured_tokens += n
+
+    @torch.inference_mode()
+    def _move(self, source: torch.Tensor, target: torch.Tensor, position: int, forward: bool) -> None:
+        """Copy KV rows between flat cache slots (every layer), rotating the keys by +position
+        (forward) or -position."""
+        if self.kv_cache is None:
+            raise RuntimeError("ChunkReuse.bind() was not called")
+        dev = self.kv_cache.device
         source, target = source.to(dev), target.to(dev)
         layers, _, num_blocks, block_size, heads, dim = self.kv_cache.shape
         flat = self.kv_cache.view(layers, 2, num_blocks * block_size, heads, dim)
         keys = flat[:, 0].index_select(1, source)
         values = flat[:, 1].index_select(1, source)
-        flat[:, 0].index_copy_(1, target, shift_keys(keys, self.cos[use.start], self.sin[use.start]))
+        sin = self.sin[position] if forward else -self.sin[position]
+        flat[:, 0].index_copy_(1, target, shift_keys(keys, self.cos[position], sin))
         flat[:, 1].index_copy_(1, target, values)
 
     def stats(self) -> dict[str, int]:
         return {"chunk_queries_tokens": self.queries_tokens, "chunk_hits_tokens": self.hits_tokens,
-                "chunk_computed_tokens": self.computed_tokens, "chunk_fallbacks": self.fallbacks}
+                "chunk_computed_tokens": self.computed_tokens, "chunk_captured_tokens": self.captured_tokens,
+                "chunk_fallbacks": self.fallbacks, "chunk_capture_skips": self.capture_skips}
+
+    @staticmethod
+    def empty_stats() -> dict[str, int]:
+        return dict.fromkeys(("chunk_queries_tokens", "chunk_hits_tokens", "chunk_computed_tokens",
+                              "chunk_captured_tokens", "chunk_fallbacks", "chunk_capture_skips"), 0)

@@ -57,7 +57,7 @@ class LLMEngine:
                                  **({"hash_fn": hash_fn} if hash_fn else {}))
         self.levels = SessionLevels(self.kv.pool)
         self.chunks = None if config.chunk_reuse == "exact" else ChunkReuse(
-            config.chunk_reuse, config.pic_recompute_tokens, self.kv, self.levels)
+            config.chunk_reuse, config.pic_recompute_tokens, self.kv, self.levels, config.chunk_source)
         self.scheduler = Scheduler(config, self.kv, self.chunks)
         self.runner = ModelRunner(self.model, num_blocks, bs, dtype, config.device)
         if self.chunks:
@@ -182,7 +182,7 @@ class LLMEngine:
                 self.levels.tag_request(request, self.kv.req_blocks.get(rid, []), self.kv.num_cached_blocks.get(rid, 0),
                                         self.kv.block_size)
         if self.chunks:
-            self.chunks.after_step()
+            self.chunks.after_step([item.request for item in plan.scheduled])
         finished = []
         if sampled:
             tokens = sample(logits.cpu(), sampled)
@@ -247,8 +247,7 @@ class LLMEngine:
         elapsed = time.monotonic() - self.started
         kv = self.kv.stats()
         queries = kv["prefix_queries_tokens"]
-        chunks = self.chunks.stats() if self.chunks else {"chunk_queries_tokens": 0, "chunk_hits_tokens": 0,
-                                                          "chunk_computed_tokens": 0, "chunk_fallbacks": 0}
+        chunks = self.chunks.stats() if self.chunks else ChunkReuse.empty_stats()
         return {
             **kv,
             **chunks,
@@ -256,6 +255,7 @@ class LLMEngine:
             "chunk_hit_rate": chunks["chunk_hits_tokens"] / queries if queries else 0.0,  # share of prompt tokens
             "eviction_policy": self.config.eviction_policy,
             "chunk_reuse": self.config.chunk_reuse,
+            "chunk_source": self.config.chunk_source,
             "sessions_demoted_blocks": self.levels.num_demoted,
             "preemptions": self.scheduler.num_preemptions,
             "running": len(self.scheduler.running),

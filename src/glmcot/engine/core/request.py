@@ -52,6 +52,7 @@ class Request:
         self.generator = None  # a torch.Generator for seeded sampling, set by the engine
         self.stream = None  # TextStream, set by the engine
         self.chunk_uses: list = []  # ChunkUse records while vertex chunks are being reused
+        self.chunk_captures: list = []  # ChunkUse records of chunks to index once computed in context
         self.is_chunk_job = False  # an internal request computing one vertex chunk in isolation
         self.levels_tagged = 0  # blocks whose priority level has been claimed
 
