@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from glmcot.engine.core import model_runner
 from glmcot.engine.core.model_runner import ModelRunner, shared_prefixes
 from glmcot.engine.layers import attention
 from glmcot.engine.layers.attention import AttentionMetadata, paged_attention
@@ -90,3 +91,36 @@ def test_paged_attention_mixes_decode_and_prefill_rows() -> None:
     out = paged_attention(q, k, v, cache, AttentionMetadata(slots, [], BLOCK, decode))
     want = reference(q, cache, tables, lengths)
     torch.testing.assert_close(out.view(2, heads, dim), want, rtol=1e-5, atol=1e-5)
+
+
+def test_long_block_runs_are_attended_in_place_and_merge_exactly(monkeypatch) -> None:
+    torch.manual_seed(2)
+    heads, kv_heads, dim = 4, 2, 8
+    runner = ModelRunner(_FakeModel(kv_heads, dim), 64, BLOCK, torch.float32, "cpu")
+    runner.kv_cache.normal_()
+    monkeypatch.setattr(model_runner, "MIN_RUN_BLOCKS", 4)
+    tables = [
+        [10, 11, 12, 13, 14, 15, 40],  # a 6-block run, then its newest block elsewhere
+        [20, 21, 22, 23, 24],  # all consecutive: the newest block still goes to the gathered part
+        [30, 50, 31, 32, 33, 34, 35, 51],  # the run sits in the middle
+        [0, 1, 2, 3, 4, 5, 6, 7],  # shares a prefix with the next one, then runs on
+        [0, 1, 2, 3, 60, 61, 62, 63, 58],
+        [45, 46],  # too short for a run
+    ]
+    lengths = [6 * BLOCK + 1, 5 * BLOCK, 7 * BLOCK + 2, 8 * BLOCK, 8 * BLOCK + 3, BLOCK + 1]
+    decode = runner._decode_batch(list(range(len(tables))), tables, lengths)
+    runs = {run.member: (run.blocks.start, run.blocks.stop) for run in decode.runs}
+    # seq 1: the 4 blocks before its newest; seq 3: only 3 left after the shared prefix
+    assert runs == {0: (10, 16), 1: (20, 24), 2: (31, 36), 4: (60, 64)}
+    q = torch.randn(len(tables), heads, dim)
+    got = attention.decode_attention(q, runner.kv_cache[0], decode, BLOCK)
+    torch.testing.assert_close(got, reference(q, runner.kv_cache[0], tables, lengths), rtol=1e-5, atol=1e-5)
+
+
+def test_longest_run() -> None:
+    from glmcot.engine.core.model_runner import longest_run
+
+    assert longest_run([]) == (0, 0)
+    assert longest_run([5]) == (0, 1)
+    assert longest_run([3, 4, 9, 10, 11, 2]) == (2, 3)
+    assert longest_run([1, 2, 3, 7, 8, 9]) == (0, 3)  # the first of equal runs

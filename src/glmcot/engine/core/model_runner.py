@@ -8,13 +8,16 @@ import torch
 from glmcot.engine.cache.kv_cache_manager import KVCacheManager
 from glmcot.engine.core.request import Request
 from glmcot.engine.core.scheduler import ScheduledRequest
-from glmcot.engine.layers.attention import AttentionMetadata, DecodeBatch, SequenceSlice, SharedPrefix
+from glmcot.engine.layers.attention import AttentionMetadata, BlockRun, DecodeBatch, SequenceSlice, SharedPrefix
 from glmcot.engine.models.decoder import DecoderModel
 
 
 def kv_bytes_per_token(model: DecoderModel, dtype: torch.dtype) -> int:
     cfg = model.config
     return 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * torch.tensor([], dtype=dtype).element_size()
+
+
+MIN_RUN_BLOCKS = 8  # a run this long is attended in place; shorter ones cost less to gather than to call
 
 
 class ModelRunner:
@@ -73,16 +76,40 @@ class ModelRunner:
             return None
         bs, dev = self.block_size, self.device
         shared, skip = shared_prefixes(tables, lengths, bs)
-        own = [t[skip[i]:] for i, t in enumerate(tables)]
-        own_lengths = [length - skip[i] * bs for i, length in enumerate(lengths)]
-        width = max(len(t) for t in own)
-        padded = [t + [0] * (width - len(t)) for t in own]
-        real = torch.arange(width * bs, device=dev)[None, :] < torch.tensor(own_lengths, device=dev)[:, None]
+        runs: list[BlockRun] = []
+        gathered: list[list[int]] = []
+        valid: list[list[int]] = []  # tokens held by each gathered block
+        for i, table in enumerate(tables):
+            own = table[skip[i] : -(-lengths[i] // bs)]
+            # The newest block is always gathered, so that part never comes out empty.
+            start, size = longest_run(own[:-1])
+            if size >= MIN_RUN_BLOCKS:
+                runs.append(BlockRun(i, slice(own[start], own[start] + size)))
+                own = own[:start] + own[start + size :]
+            gathered.append(own)
+            valid.append([bs] * (len(own) - 1) + [lengths[i] - (len(table[: -(-lengths[i] // bs)]) - 1) * bs])
+        width = max(len(t) for t in gathered)
+        padded = [t + [0] * (width - len(t)) for t in gathered]
+        counts = torch.tensor([v + [0] * (width - len(v)) for v in valid], device=dev)  # [n, width]
+        real = torch.arange(bs, device=dev)[None, None, :] < counts[:, :, None]
         mask = torch.zeros(real.shape, dtype=self.kv_cache.dtype, device=dev).masked_fill_(~real, float("-inf"))
         prefixes = [SharedPrefix(torch.tensor(members, dtype=torch.long, device=dev), _blocks(blocks, dev))
                     for members, blocks in shared]
         return DecodeBatch(torch.tensor(rows, dtype=torch.long, device=dev),
-                           torch.tensor(padded, dtype=torch.long, device=dev), mask[:, None, None, :], prefixes)
+                           torch.tensor(padded, dtype=torch.long, device=dev), mask.view(len(rows), 1, 1, -1), prefixes,
+                           runs, torch.tensor([r.member for r in runs], dtype=torch.long, device=dev) if runs else None)
+
+
+def longest_run(blocks: list[int]) -> tuple[int, int]:
+    """(start index, length) of the longest stretch of consecutive block ids."""
+    best_start = best_size = 0
+    start = 0
+    for i in range(1, len(blocks) + 1):
+        if i == len(blocks) or blocks[i] != blocks[i - 1] + 1:
+            if i - start > best_size:
+                best_start, best_size = start, i - start
+            start = i
+    return best_start, best_size
 
 
 def shared_prefixes(tables: list[list[int]], lengths: list[int], block_size: int) -> tuple[list[tuple[list[int], list[int]]], list[int]]:

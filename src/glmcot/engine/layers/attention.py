@@ -7,14 +7,16 @@ last `q_len` of its `ctx_len` positions: a prefix hit or a chunked prefill).
 
 Decode is cascaded: sequences whose block tables start with the same cached blocks (a shared
 agent prompt) attend over that prefix in one call, all their queries together, so the prefix
-is read once per step instead of once per sequence; each sequence then attends over the rest of
-its own blocks, and the two partial results are merged exactly through their log-sum-exp.
-Query heads of one KV group are folded into the query length, so K/V are never repeated.
+is read once per step instead of once per sequence. A long run of consecutive blocks of one
+sequence (its prompt, usually) is attended in place, as a view of the cache, with no gather.
+The remaining blocks of all sequences are gathered and attended in one padded call. The partial
+results are merged exactly through their log-sum-exp. Query heads of one KV group are folded
+into the query length, so K/V are never repeated.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -37,14 +39,25 @@ class SharedPrefix:
 
 
 @dataclass
+class BlockRun:
+    """Consecutive full blocks of one decoding sequence, attended in place."""
+
+    member: int  # index into the decode batch
+    blocks: slice
+
+
+@dataclass
 class DecodeBatch:
-    """Sequences with one new token each: their own blocks are attended in one padded call,
-    shared prefixes in one call per prefix."""
+    """Sequences with one new token each: shared prefixes in one call per prefix, long block runs
+    in one call per run, every other block in one padded call (it always holds at least each
+    sequence's newest block)."""
 
     rows: torch.Tensor  # [n] their rows in the packed batch
-    block_table: torch.Tensor  # [n, max_blocks] blocks after any shared prefix, padded with block 0
+    block_table: torch.Tensor  # [n, max_blocks] the gathered blocks, padded with block 0
     mask: torch.Tensor  # [n, 1, 1, max_blocks * block_size] additive: 0 where a position is real, -inf else
     shared: list[SharedPrefix]
+    runs: list[BlockRun] = field(default_factory=list)
+    run_members: torch.Tensor | None = None  # [len(runs)] the runs' members, in order
 
 
 @dataclass
@@ -106,33 +119,53 @@ def decode_attention(q: torch.Tensor, cache: torch.Tensor, d: DecodeBatch, block
     ks = cache[0].index_select(0, flat).view(n, width * block_size, kv_heads, head_dim).transpose(1, 2)
     vs = cache[1].index_select(0, flat).view(n, width * block_size, kv_heads, head_dim).transpose(1, 2)
     out, lse = attention_with_lse(qs, ks, vs, d.mask)
-    if not d.shared:
+    if not d.shared and not d.runs:
         return out.view(n, heads, head_dim)
-    shared_out = torch.zeros_like(out)
-    shared_lse = torch.full_like(lse, float("-inf"))
-    for prefix in d.shared:
-        m = prefix.members.numel()
-        if isinstance(prefix.blocks, slice):
-            keys, values = cache[0][prefix.blocks], cache[1][prefix.blocks]
-        else:
-            keys, values = cache[0].index_select(0, prefix.blocks), cache[1].index_select(0, prefix.blocks)
-        keys = keys.reshape(1, -1, kv_heads, head_dim).transpose(1, 2)
-        values = values.reshape(1, -1, kv_heads, head_dim).transpose(1, 2)
-        # All members' query heads of a KV group become one query sequence over the prefix.
-        member_q = qs.index_select(0, prefix.members).transpose(0, 1).reshape(1, kv_heads, m * group, head_dim)
-        o, l = attention_with_lse(member_q, keys, values, None)
-        shared_out.index_copy_(0, prefix.members, o.view(kv_heads, m, group, head_dim).transpose(0, 1))
-        shared_lse.index_copy_(0, prefix.members, l.view(kv_heads, m, group).transpose(0, 1))
-    return merge_partial_attention(out, lse, shared_out, shared_lse).view(n, heads, head_dim)
+    parts = [(out, lse)]
+    if d.shared:
+        shared_out = torch.zeros_like(out)
+        shared_lse = torch.full_like(lse, float("-inf"))
+        for prefix in d.shared:
+            m = prefix.members.numel()
+            if isinstance(prefix.blocks, slice):
+                keys, values = cache[0][prefix.blocks], cache[1][prefix.blocks]
+            else:
+                keys, values = cache[0].index_select(0, prefix.blocks), cache[1].index_select(0, prefix.blocks)
+            keys = keys.reshape(1, -1, kv_heads, head_dim).transpose(1, 2)
+            values = values.reshape(1, -1, kv_heads, head_dim).transpose(1, 2)
+            # All members' query heads of a KV group become one query sequence over the prefix.
+            member_q = qs.index_select(0, prefix.members).transpose(0, 1).reshape(1, kv_heads, m * group, head_dim)
+            o, l = attention_with_lse(member_q, keys, values, None)
+            shared_out.index_copy_(0, prefix.members, o.view(kv_heads, m, group, head_dim).transpose(0, 1))
+            shared_lse.index_copy_(0, prefix.members, l.view(kv_heads, m, group).transpose(0, 1))
+        parts.append((shared_out, shared_lse))
+    if d.runs:
+        outs, lses = [], []
+        for run in d.runs:
+            keys = cache[0][run.blocks].view(1, -1, kv_heads, head_dim).transpose(1, 2)
+            values = cache[1][run.blocks].view(1, -1, kv_heads, head_dim).transpose(1, 2)
+            o, l = attention_with_lse(qs[run.member : run.member + 1], keys, values, None)
+            outs.append(o)
+            lses.append(l)
+        run_out = torch.zeros_like(out).index_copy_(0, d.run_members, torch.cat(outs))
+        run_lse = torch.full_like(lse, float("-inf")).index_copy_(0, d.run_members, torch.cat(lses))
+        parts.append((run_out, run_lse))
+    return merge_partial_attention(parts).view(n, heads, head_dim)
 
 
-def merge_partial_attention(o1: torch.Tensor, l1: torch.Tensor, o2: torch.Tensor, l2: torch.Tensor) -> torch.Tensor:
-    """Combine softmax attention over two disjoint key sets from each one's output and
-    log-sum-exp (l1 is finite everywhere: every sequence attends at least its new token)."""
-    top = torch.maximum(l1, l2)
-    w1 = torch.exp(l1 - top).unsqueeze(-1)
-    w2 = torch.exp(l2 - top).unsqueeze(-1)
-    return ((o1.float() * w1 + o2.float() * w2) / (w1 + w2)).to(o1.dtype)
+def merge_partial_attention(parts: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+    """Combine softmax attention over disjoint key sets from each one's output and log-sum-exp.
+    The first part's lse is finite everywhere (every sequence attends at least its newest
+    token there); the others hold zeros and -inf where a sequence has nothing."""
+    top = parts[0][1]
+    for _, l in parts[1:]:
+        top = torch.maximum(top, l)
+    total = weights = None
+    for o, l in parts:
+        w = torch.exp(l - top).unsqueeze(-1)
+        total = o.float() * w if total is None else total + o.float() * w
+        weights = w if weights is None else weights + w
+    return (total / weights).to(parts[0][0].dtype)
 
 
 def attention_with_lse(
