@@ -45,12 +45,23 @@ class RotaryEmbedding(nn.Module):
         emb = torch.cat((freqs, freqs), dim=-1)
         self.cos, self.sin = emb.cos().to(device), emb.sin().to(device)
 
+    def tables(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin of the first half-dimension at each position ([tokens, 1, dim/2]); the
+        neox layout repeats them for the second half. Computed once per forward, for every layer."""
+        half = self.head_dim // 2
+        return (self.cos[positions, :half].to(dtype).unsqueeze(1), self.sin[positions, :half].to(dtype).unsqueeze(1))
+
     def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        cos = self.cos[positions].to(q.dtype).unsqueeze(1)
-        sin = self.sin[positions].to(q.dtype).unsqueeze(1)
-        return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+        cos, sin = self.tables(positions, q.dtype)
+        return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
 
 
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x: [tokens, heads, dim], neox half-split: (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin).
+    Written half by half into one output, which reads x twice instead of building rotate_half."""
+    x1, x2 = x.chunk(2, dim=-1)
+    out = torch.empty_like(x)
+    o1, o2 = out.chunk(2, dim=-1)
+    torch.mul(x1, cos, out=o1).addcmul_(x2, sin, value=-1)
+    torch.mul(x2, cos, out=o2).addcmul_(x1, sin)
+    return out

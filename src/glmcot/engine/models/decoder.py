@@ -17,7 +17,7 @@ from glmcot.engine.layers.attention import AttentionMetadata, paged_attention
 from glmcot.engine.layers.linear import Linear, onednn_available, pack, packed_linear, transposed
 from glmcot.engine.layers.mlp import SwiGLU
 from glmcot.engine.layers.norm import RMSNorm
-from glmcot.engine.layers.rotary import RotaryEmbedding
+from glmcot.engine.layers.rotary import RotaryEmbedding, apply_rotary
 from glmcot.engine.models.config import ModelConfig
 
 
@@ -32,7 +32,8 @@ class Attention(nn.Module):
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.rotary = rotary
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], cache: torch.Tensor,
+                meta: AttentionMetadata) -> torch.Tensor:
         q, k, v = self.qkv_proj(x).split([self.q_size, self.kv_size, self.kv_size], dim=-1)
         q = q.view(-1, self.heads, self.head_dim)
         k = k.view(-1, self.kv_heads, self.head_dim)
@@ -40,7 +41,7 @@ class Attention(nn.Module):
         if self.q_norm is not None:
             # Qwen3 normalises each head before RoPE, so cached K is post-norm and post-RoPE.
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = self.rotary(positions, q, k)
+        q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
         return self.o_proj(paged_attention(q, k, v, cache, meta))
 
 
@@ -52,9 +53,11 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = SwiGLU(cfg.hidden_size, cfg.intermediate_size, cfg.mlp_bias)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), positions, cache, meta)
-        return x + self.mlp(self.post_attention_layernorm(x))
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], cache: torch.Tensor,
+                meta: AttentionMetadata) -> torch.Tensor:
+        # In-place residual adds on the sublayers' fresh outputs: fewer large allocations.
+        x = self.self_attn(self.input_layernorm(x), rope, cache, meta).add_(x)
+        return self.mlp(self.post_attention_layernorm(x)).add_(x)
 
 
 class DecoderModel(nn.Module):
@@ -73,8 +76,9 @@ class DecoderModel(nn.Module):
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, kv_cache: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
         """kv_cache: [layers, 2, num_blocks, block_size, kv_heads, head_dim]."""
         x = self.embed_tokens(input_ids)
+        rope = self.rotary.tables(positions, x.dtype)
         for i, layer in enumerate(self.layers):
-            x = layer(x, positions, kv_cache[i], meta)
+            x = layer(x, rope, kv_cache[i], meta)
         return self.norm(x)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
