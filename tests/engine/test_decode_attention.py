@@ -109,9 +109,11 @@ def test_long_block_runs_are_attended_in_place_and_merge_exactly(monkeypatch) ->
     ]
     lengths = [6 * BLOCK + 1, 5 * BLOCK, 7 * BLOCK + 2, 8 * BLOCK, 8 * BLOCK + 3, BLOCK + 1]
     decode = runner._decode_batch(list(range(len(tables))), tables, lengths)
-    runs = {run.member: (run.blocks.start, run.blocks.stop) for run in decode.runs}
-    # seq 1: the 4 blocks before its newest; seq 3: only 3 left after the shared prefix
-    assert runs == {0: (10, 16), 1: (20, 24), 2: (31, 36), 4: (60, 64)}
+    runs = {run.member: (run.start // BLOCK, run.num_tokens) for run in decode.runs}
+    # seq 1 and seq 3 (after its shared prefix) are consecutive to the end: attended wholly in
+    # place; seq 5 is too short for a run; the others keep their newest block for the gather.
+    assert runs == {0: (10, 24), 1: (20, 20), 2: (31, 20), 3: (4, 16), 4: (60, 16)}
+    assert decode.gathered_members.tolist() == [0, 2, 4, 5]
     q = torch.randn(len(tables), heads, dim)
     got = attention.decode_attention(q, runner.kv_cache[0], decode, BLOCK)
     torch.testing.assert_close(got, reference(q, runner.kv_cache[0], tables, lengths), rtol=1e-5, atol=1e-5)
@@ -124,3 +126,19 @@ def test_longest_run() -> None:
     assert longest_run([5]) == (0, 1)
     assert longest_run([3, 4, 9, 10, 11, 2]) == (2, 3)
     assert longest_run([1, 2, 3, 7, 8, 9]) == (0, 3)  # the first of equal runs
+
+
+@pytest.mark.parametrize("tables,lengths", [
+    ([[7, 8, 9]], [2 * BLOCK + 3]),  # one sequence, consecutive: a single call on a view
+    ([[7, 8, 9, 10], [20, 21, 22, 23, 24]], [3 * BLOCK + 1, 5 * BLOCK]),  # every sequence in place
+])
+def test_sequences_wholly_in_place_need_no_gather(tables, lengths, monkeypatch) -> None:
+    torch.manual_seed(3)
+    monkeypatch.setattr(model_runner, "MIN_RUN_BLOCKS", 4)
+    runner = ModelRunner(_FakeModel(2, 8), 32, BLOCK, torch.float32, "cpu")
+    runner.kv_cache.normal_()
+    decode = runner._decode_batch(list(range(len(tables))), tables, lengths)
+    assert decode.block_table is None and len(decode.runs) == len(tables)
+    q = torch.randn(len(tables), 4, 8)
+    got = attention.decode_attention(q, runner.kv_cache[0], decode, BLOCK)
+    torch.testing.assert_close(got, reference(q, runner.kv_cache[0], tables, lengths), rtol=1e-5, atol=1e-5)

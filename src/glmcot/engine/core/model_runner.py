@@ -77,27 +77,35 @@ class ModelRunner:
         bs, dev = self.block_size, self.device
         shared, skip = shared_prefixes(tables, lengths, bs)
         runs: list[BlockRun] = []
-        gathered: list[list[int]] = []
-        valid: list[list[int]] = []  # tokens held by each gathered block
+        gathered: dict[int, tuple[list[int], list[int]]] = {}  # member -> (blocks, tokens in each)
         for i, table in enumerate(tables):
             own = table[skip[i] : -(-lengths[i] // bs)]
-            # The newest block is always gathered, so that part never comes out empty.
+            own_tokens = lengths[i] - skip[i] * bs
+            start, size = longest_run(own)
+            if size == len(own) and (size >= MIN_RUN_BLOCKS or len(tables) == 1):
+                runs.append(BlockRun(i, own[0] * bs, own_tokens))  # all of it in place
+                continue
+            # Otherwise the newest block is gathered and a long run before it stays in place.
             start, size = longest_run(own[:-1])
             if size >= MIN_RUN_BLOCKS:
-                runs.append(BlockRun(i, slice(own[start], own[start] + size)))
+                runs.append(BlockRun(i, own[start] * bs, size * bs))
                 own = own[:start] + own[start + size :]
-            gathered.append(own)
-            valid.append([bs] * (len(own) - 1) + [lengths[i] - (len(table[: -(-lengths[i] // bs)]) - 1) * bs])
-        width = max(len(t) for t in gathered)
-        padded = [t + [0] * (width - len(t)) for t in gathered]
-        counts = torch.tensor([v + [0] * (width - len(v)) for v in valid], device=dev)  # [n, width]
-        real = torch.arange(bs, device=dev)[None, None, :] < counts[:, :, None]
-        mask = torch.zeros(real.shape, dtype=self.kv_cache.dtype, device=dev).masked_fill_(~real, float("-inf"))
-        prefixes = [SharedPrefix(torch.tensor(members, dtype=torch.long, device=dev), _blocks(blocks, dev))
-                    for members, blocks in shared]
-        return DecodeBatch(torch.tensor(rows, dtype=torch.long, device=dev),
-                           torch.tensor(padded, dtype=torch.long, device=dev), mask.view(len(rows), 1, 1, -1), prefixes,
-                           runs, torch.tensor([r.member for r in runs], dtype=torch.long, device=dev) if runs else None)
+            last = own_tokens - (len(table[: -(-lengths[i] // bs)]) - skip[i] - 1) * bs
+            gathered[i] = (own, [bs] * (len(own) - 1) + [last])
+        block_table = mask = members = None
+        if gathered:
+            width = max(len(blocks) for blocks, _ in gathered.values())
+            padded = [blocks + [0] * (width - len(blocks)) for blocks, _ in gathered.values()]
+            counts = torch.tensor([tokens + [0] * (width - len(tokens)) for _, tokens in gathered.values()], device=dev)
+            real = torch.arange(bs, device=dev)[None, None, :] < counts[:, :, None]
+            mask = torch.zeros(real.shape, dtype=self.kv_cache.dtype, device=dev).masked_fill_(~real, float("-inf"))
+            mask = mask.view(len(gathered), 1, 1, -1)
+            block_table = torch.tensor(padded, dtype=torch.long, device=dev)
+            if len(gathered) < len(tables):
+                members = torch.tensor(list(gathered), dtype=torch.long, device=dev)
+        prefixes = [SharedPrefix(torch.tensor(m, dtype=torch.long, device=dev), _blocks(blocks, dev)) for m, blocks in shared]
+        return DecodeBatch(torch.tensor(rows, dtype=torch.long, device=dev), block_table, mask, prefixes, runs,
+                           torch.tensor([r.member for r in runs], dtype=torch.long, device=dev) if runs else None, members)
 
 
 def longest_run(blocks: list[int]) -> tuple[int, int]:

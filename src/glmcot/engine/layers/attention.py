@@ -40,24 +40,26 @@ class SharedPrefix:
 
 @dataclass
 class BlockRun:
-    """Consecutive full blocks of one decoding sequence, attended in place."""
+    """Consecutive cache slots of one decoding sequence, attended in place."""
 
     member: int  # index into the decode batch
-    blocks: slice
+    start: int  # first flat cache slot (block id * block size)
+    num_tokens: int
 
 
 @dataclass
 class DecodeBatch:
     """Sequences with one new token each: shared prefixes in one call per prefix, long block runs
-    in one call per run, every other block in one padded call (it always holds at least each
-    sequence's newest block)."""
+    in one call per run, every other block in one padded call. Every sequence attends its
+    newest token in the padded call or in a run."""
 
     rows: torch.Tensor  # [n] their rows in the packed batch
-    block_table: torch.Tensor  # [n, max_blocks] the gathered blocks, padded with block 0
-    mask: torch.Tensor  # [n, 1, 1, max_blocks * block_size] additive: 0 where a position is real, -inf else
+    block_table: torch.Tensor | None  # [g, max_blocks] the gathered blocks, padded with block 0; None: g = 0
+    mask: torch.Tensor | None  # [g, 1, 1, max_blocks * block_size] additive: 0 where a position is real, -inf else
     shared: list[SharedPrefix]
     runs: list[BlockRun] = field(default_factory=list)
     run_members: torch.Tensor | None = None  # [len(runs)] the runs' members, in order
+    gathered_members: torch.Tensor | None = None  # [g] members of the padded call; None: all n
 
 
 @dataclass
@@ -113,18 +115,22 @@ def decode_attention(q: torch.Tensor, cache: torch.Tensor, d: DecodeBatch, block
     heads, head_dim = q.shape[1], q.shape[2]
     kv_heads = cache.shape[-2]
     group = heads // kv_heads
-    n, width = d.block_table.shape
+    n = d.rows.numel()
     qs = q.index_select(0, d.rows).view(n, kv_heads, group, head_dim)
-    flat = d.block_table.view(-1)
-    ks = cache[0].index_select(0, flat).view(n, width * block_size, kv_heads, head_dim).transpose(1, 2)
-    vs = cache[1].index_select(0, flat).view(n, width * block_size, kv_heads, head_dim).transpose(1, 2)
-    out, lse = attention_with_lse(qs, ks, vs, d.mask)
-    if not d.shared and not d.runs:
-        return out.view(n, heads, head_dim)
-    parts = [(out, lse)]
+    parts: list[tuple[torch.Tensor, torch.Tensor]] = []
+    if d.block_table is not None:
+        g, width = d.block_table.shape
+        flat = d.block_table.view(-1)
+        ks = cache[0].index_select(0, flat).view(g, width * block_size, kv_heads, head_dim).transpose(1, 2)
+        vs = cache[1].index_select(0, flat).view(g, width * block_size, kv_heads, head_dim).transpose(1, 2)
+        members = d.gathered_members
+        out, lse = attention_with_lse(qs if members is None else qs.index_select(0, members), ks, vs, d.mask)
+        if members is None and not d.shared and not d.runs:
+            return out.view(n, heads, head_dim)
+        parts.append((out, lse) if members is None else _scatter(out, lse, members, n))
     if d.shared:
-        shared_out = torch.zeros_like(out)
-        shared_lse = torch.full_like(lse, float("-inf"))
+        shared_out = qs.new_zeros(qs.shape)
+        shared_lse = qs.new_full(qs.shape[:-1], float("-inf"), dtype=torch.float32)
         for prefix in d.shared:
             m = prefix.members.numel()
             if isinstance(prefix.blocks, slice):
@@ -141,22 +147,34 @@ def decode_attention(q: torch.Tensor, cache: torch.Tensor, d: DecodeBatch, block
         parts.append((shared_out, shared_lse))
     if d.runs:
         outs, lses = [], []
+        queries = qs.split(1)
+        keys_base, values_base = cache[0], cache[1]
+        row = kv_heads * head_dim
         for run in d.runs:
-            keys = cache[0][run.blocks].view(1, -1, kv_heads, head_dim).transpose(1, 2)
-            values = cache[1][run.blocks].view(1, -1, kv_heads, head_dim).transpose(1, 2)
-            o, l = attention_with_lse(qs[run.member : run.member + 1], keys, values, None)
+            # One strided view per run: [1, kv_heads, tokens, dim] straight over the cache.
+            shape, strides = (1, kv_heads, run.num_tokens, head_dim), (run.num_tokens * row, head_dim, row, 1)
+            keys = keys_base.as_strided(shape, strides, keys_base.storage_offset() + run.start * row)
+            values = values_base.as_strided(shape, strides, values_base.storage_offset() + run.start * row)
+            o, l = attention_with_lse(queries[run.member], keys, values, None)
             outs.append(o)
             lses.append(l)
-        run_out = torch.zeros_like(out).index_copy_(0, d.run_members, torch.cat(outs))
-        run_lse = torch.full_like(lse, float("-inf")).index_copy_(0, d.run_members, torch.cat(lses))
-        parts.append((run_out, run_lse))
+        if len(d.runs) == n and not parts:  # every sequence lies in one run: nothing to merge
+            return torch.cat(outs).index_select(0, torch.argsort(d.run_members)).view(n, heads, head_dim)
+        parts.append(_scatter(torch.cat(outs), torch.cat(lses), d.run_members, n))
     return merge_partial_attention(parts).view(n, heads, head_dim)
+
+
+def _scatter(out: torch.Tensor, lse: torch.Tensor, members: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Partial results of some members, spread over all n (zeros and -inf elsewhere)."""
+    full_out = out.new_zeros((n, *out.shape[1:])).index_copy_(0, members, out)
+    full_lse = lse.new_full((n, *lse.shape[1:]), float("-inf")).index_copy_(0, members, lse)
+    return full_out, full_lse
 
 
 def merge_partial_attention(parts: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
     """Combine softmax attention over disjoint key sets from each one's output and log-sum-exp.
-    The first part's lse is finite everywhere (every sequence attends at least its newest
-    token there); the others hold zeros and -inf where a sequence has nothing."""
+    A part holds zeros and -inf where a sequence has nothing in it; every sequence has
+    something in at least one part (its newest token)."""
     top = parts[0][1]
     for _, l in parts[1:]:
         top = torch.maximum(top, l)
