@@ -417,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     fid = None if args.no_fidelity else fidelity(args, sessions)
     print_report(rows, ours, ours_cpu, fid, console)
     result = {
-        "benchmark": "codesign", "version": 1, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "benchmark": "codesign", "version": 2, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
         "settings": {k: v for k, v in vars(args).items()},
