@@ -67,3 +67,14 @@ def test_chat_template_and_qwen_tokenizer(tokenizer):
     ids = qwen.encode("Hello 北京<|im_end|>")
     assert ids[-1] == 151645 and qwen.decode(ids) == "Hello 北京" and 151643 in qwen.eos_token_ids
     assert qwen.decode([200000, 9707]) == qwen.decode([9707])  # ids past the tokenizer decode to nothing
+
+
+def test_keep_large_buffers_reports_what_it_did():
+    import platform
+    import sys
+
+    from glmcot.engine.allocator import keep_large_buffers
+
+    # With glibc on Linux both thresholds are accepted; elsewhere nothing is changed.
+    glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+    assert keep_large_buffers() is glibc

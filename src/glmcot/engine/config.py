@@ -36,6 +36,7 @@ class EngineConfig:
     #                                that prompt's context (GLM's Fig. 7, no extra compute) | isolated: computed
     #                                alone by a chunk job (outputs do not depend on what is cached)
     num_threads: int | None = None  # torch CPU threads; None = all cores
+    keep_large_buffers: bool = True  # CPU: keep freed large buffers in the heap (process-wide, see allocator.py)
     tokenizer: str | None = None  # override: a directory with tokenizer.json
 
     def __post_init__(self) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from glmcot.engine.allocator import keep_large_buffers
 from glmcot.engine.cache.eviction import make_eviction_policy
 from glmcot.engine.cache.kv_cache_manager import KVCacheManager
 from glmcot.engine.cache.sessions import SessionLevels
@@ -37,6 +38,8 @@ class LLMEngine:
         self.config = config
         if config.device == "cpu":
             torch.set_num_threads(config.num_threads)
+            if config.keep_large_buffers:
+                keep_large_buffers()
         dtype = DTYPES[config.dtype]
         limit = config.max_model_len or DEFAULT_MAX_MODEL_LEN
         loaded = load_model(config.model, config.dtype, config.device, limit + 1, config.seed, config.tokenizer)
