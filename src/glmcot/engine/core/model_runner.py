@@ -81,8 +81,8 @@ class ModelRunner:
         for i, table in enumerate(tables):
             own = table[skip[i] : -(-lengths[i] // bs)]
             own_tokens = lengths[i] - skip[i] * bs
-            start, size = longest_run(own)
-            if size == len(own) and (size >= MIN_RUN_BLOCKS or len(tables) == 1):
+            newest = own_tokens - (len(own) - 1) * bs  # tokens in the newest block
+            if longest_run(own)[1] == len(own) and (len(own) >= MIN_RUN_BLOCKS or len(tables) == 1):
                 runs.append(BlockRun(i, own[0] * bs, own_tokens))  # all of it in place
                 continue
             # Otherwise the newest block is gathered and a long run before it stays in place.
@@ -90,8 +90,7 @@ class ModelRunner:
             if size >= MIN_RUN_BLOCKS:
                 runs.append(BlockRun(i, own[start] * bs, size * bs))
                 own = own[:start] + own[start + size :]
-            last = own_tokens - (len(table[: -(-lengths[i] // bs)]) - skip[i] - 1) * bs
-            gathered[i] = (own, [bs] * (len(own) - 1) + [last])
+            gathered[i] = (own, [bs] * (len(own) - 1) + [newest])
         block_table = mask = members = None
         if gathered:
             width = max(len(blocks) for blocks, _ in gathered.values())
