@@ -92,19 +92,10 @@ def run_engine(llm, name: str, w: dict) -> tuple[dict, list]:
 # ---- transformers --------------------------------------------------------------------------
 def build_hf_model(args: argparse.Namespace):
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
 
-    from glmcot.engine.models.random_models import parse_spec, random_hf_config, random_weights
+    from glmcot.engine.models.random_models import transformers_model
 
-    family, size = parse_spec(args.model)
-    hf = random_hf_config(family, size, [args.vocab_limit])
-    config = AutoConfig.for_model(**{k: v for k, v in hf.items() if k != "architectures"})
-    model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, args.dtype))
-    missing, unexpected = model.load_state_dict(dict(random_weights(hf, args.model_seed)), strict=False)
-    if unexpected or set(missing) - {"lm_head.weight"}:
-        raise RuntimeError(f"weights do not fit the transformers model: {missing} {unexpected}")
-    model.tie_weights()
-    return model.eval()
+    return transformers_model(args.model, args.model_seed, getattr(torch, args.dtype), "cpu", [args.vocab_limit])
 
 
 class StepClock:

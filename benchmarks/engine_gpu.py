@@ -79,21 +79,6 @@ def hf_decode(model, batch: int, context: int, steps: int, vocab: int, device: s
     return stamps[-1] - stamps[0]
 
 
-def build_hf(spec: str, dtype: str, device: str, seed: int):
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    from glmcot.engine.models.random_models import parse_spec, random_hf_config, random_weights
-
-    hf = random_hf_config(*parse_spec(spec), [0])
-    config = AutoConfig.for_model(**{k: v for k, v in hf.items() if k != "architectures"})
-    with torch.device(device):
-        model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
-    model.load_state_dict(dict(random_weights(hf, seed, getattr(torch, dtype))), strict=False)
-    model.tie_weights()
-    return model.eval()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="random:qwen3:8b")
@@ -113,6 +98,7 @@ def main() -> None:
 
     from glmcot.engine import LLM, EngineConfig
     from glmcot.engine.core.model_runner import kv_bytes_per_token
+    from glmcot.engine.models.random_models import transformers_model
 
     batches = [int(b) for b in args.batches.split(",")]
     console = Console()
@@ -126,7 +112,7 @@ def main() -> None:
                         for m in model.modules() if getattr(m, "packed", None) is not None)
     kv_token = kv_bytes_per_token(model, getattr(torch, args.dtype))
     vocab = min(llm.engine.model_config.vocab_size, 150000)
-    hf = None if args.skip_hf else build_hf(args.model, args.dtype, args.device, args.seed)
+    hf = None if args.skip_hf else transformers_model(args.model, args.seed, getattr(torch, args.dtype), args.device)
     rows = []
     for batch in batches:
         engine_s = engine_decode(llm, batch, args.context, args.steps, vocab, args.device)

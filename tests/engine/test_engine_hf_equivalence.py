@@ -99,7 +99,6 @@ def test_every_cpu_weight_layout_matches_transformers(name, layout, references, 
 
     if layout != "onednn":
         monkeypatch.setattr(linear, "onednn_available", lambda dtype=None: False)
-        monkeypatch.setattr(decoder, "onednn_available", lambda dtype=None: False)
     if layout == "plain":
         monkeypatch.setattr(decoder.DecoderModel, "prepare_for_cpu", lambda self: None)
     ref = references(name)

@@ -36,7 +36,12 @@ from glmcot.engine.cache.chunk_index import ChunkEntry
 from glmcot.engine.cache.kv_cache_manager import KVCacheManager
 from glmcot.engine.cache.sessions import SessionLevels
 from glmcot.engine.core.request import Request, SegmentSpan
+from glmcot.engine.layers.rotary import apply_rotary
 from glmcot.engine.sampling_params import SamplingParams
+
+
+STATS = ("chunk_queries_tokens", "chunk_hits_tokens", "chunk_computed_tokens", "chunk_captured_tokens",
+         "chunk_fallbacks", "chunk_capture_skips")
 
 
 @dataclass(eq=False)
@@ -59,11 +64,9 @@ class ChunkUse:
 
 
 def shift_keys(keys: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate post-RoPE keys by a further angle (neox half-split layout), in float32."""
-    k = keys.float()
-    half = k.shape[-1] // 2
-    rotated = torch.cat((-k[..., half:], k[..., :half]), dim=-1)
-    return (k * cos + rotated * sin).to(keys.dtype)
+    """Rotate post-RoPE keys by a further angle (full-dimension cos/sin of it), in float32."""
+    half = keys.shape[-1] // 2
+    return apply_rotary(keys.float(), cos[..., :half], sin[..., :half]).to(keys.dtype)
 
 
 class ChunkReuse:
@@ -221,37 +224,34 @@ class ChunkReuse:
             use.holding = False
 
     def _copy(self, request: Request, use: ChunkUse) -> None:
-        bs = self.kv.block_size
         first = use.reuse_start - use.start
-        offsets = torch.arange(first, first + use.num_reused)
-        source_blocks = torch.tensor([b.block_id for b in use.entry.blocks])
-        positions = torch.arange(use.reuse_start, use.end)
-        table = torch.tensor(self.kv.block_ids(request))
-        self._move(source_blocks[offsets // bs] * bs + offsets % bs, table[positions // bs] * bs + positions % bs,
-                   use.start, forward=True)
+        source = self._slots([b.block_id for b in use.entry.blocks], torch.arange(first, first + use.num_reused))
+        target = self._slots(self.kv.block_ids(request), torch.arange(use.reuse_start, use.end))
+        self._move(source, target, use.start, forward=True)
 
     def _capture(self, request: Request, use: ChunkUse) -> None:
         """Index the chunk as the request computed it, keys rotated back to position 0."""
         if self.pool.chunks.lookup(use.key, use.token_ids) is not None:
             return  # another prompt indexed it first
-        bs, n = self.kv.block_size, len(use.token_ids)
-        need = -(-n // bs)
+        n = len(use.token_ids)
+        need = -(-n // self.kv.block_size)
         if need > self.pool.num_free_blocks:
             self.capture_skips += 1
             return
         blocks = self.pool.get_new_blocks(need)
-        positions = torch.arange(use.start, use.start + n)
-        table = torch.tensor(self.kv.block_ids(request))
-        offsets = torch.arange(n)
-        target_blocks = torch.tensor([b.block_id for b in blocks])
-        self._move(table[positions // bs] * bs + positions % bs, target_blocks[offsets // bs] * bs + offsets % bs,
-                   use.start, forward=False)
+        source = self._slots(self.kv.block_ids(request), torch.arange(use.start, use.start + n))
+        self._move(source, self._slots([b.block_id for b in blocks], torch.arange(n)), use.start, forward=False)
         entry = ChunkEntry(use.key, use.token_ids, blocks)
         for stale in self.pool.chunks.register(entry):
             self.pool.drop_content(stale)
         self.levels.claim_blocks(blocks, use.level, use.session)
         self.pool.free(reversed(blocks))
         self.captured_tokens += n
+
+    def _slots(self, block_ids: list[int], positions: torch.Tensor) -> torch.Tensor:
+        """Flat cache slots of `positions` in a sequence laid out over `block_ids`."""
+        bs = self.kv.block_size
+        return torch.tensor(block_ids)[positions // bs] * bs + positions % bs
 
     @torch.inference_mode()
     def _move(self, source: torch.Tensor, target: torch.Tensor, position: int, forward: bool) -> None:
@@ -272,11 +272,10 @@ class ChunkReuse:
         flat[:, 1, target] = values
 
     def stats(self) -> dict[str, int]:
-        return {"chunk_queries_tokens": self.queries_tokens, "chunk_hits_tokens": self.hits_tokens,
-                "chunk_computed_tokens": self.computed_tokens, "chunk_captured_tokens": self.captured_tokens,
-                "chunk_fallbacks": self.fallbacks, "chunk_capture_skips": self.capture_skips}
+        values = (self.queries_tokens, self.hits_tokens, self.computed_tokens, self.captured_tokens, self.fallbacks,
+                  self.capture_skips)
+        return dict(zip(STATS, values))
 
     @staticmethod
     def empty_stats() -> dict[str, int]:
-        return dict.fromkeys(("chunk_queries_tokens", "chunk_hits_tokens", "chunk_computed_tokens",
-                              "chunk_captured_tokens", "chunk_fallbacks", "chunk_capture_skips"), 0)
+        return dict.fromkeys(STATS, 0)

@@ -145,6 +145,6 @@ def shared_prefixes(tables: list[list[int]], lengths: list[int], block_size: int
 
 
 def _blocks(blocks: list[int], device: torch.device) -> torch.Tensor | slice:
-    if blocks == list(range(blocks[0], blocks[0] + len(blocks))):
+    if longest_run(blocks)[1] == len(blocks):
         return slice(blocks[0], blocks[0] + len(blocks))  # consecutive: a view, no gather
     return torch.tensor(blocks, dtype=torch.long, device=device)

@@ -129,8 +129,7 @@ def decode_attention(q: torch.Tensor, cache: torch.Tensor, d: DecodeBatch, block
             return out.view(n, heads, head_dim)
         parts.append((out, lse) if members is None else _scatter(out, lse, members, n))
     if d.shared:
-        shared_out = qs.new_zeros(qs.shape)
-        shared_lse = qs.new_full(qs.shape[:-1], float("-inf"), dtype=torch.float32)
+        outs, lses = [], []
         for prefix in d.shared:
             m = prefix.members.numel()
             if isinstance(prefix.blocks, slice):
@@ -142,9 +141,10 @@ def decode_attention(q: torch.Tensor, cache: torch.Tensor, d: DecodeBatch, block
             # All members' query heads of a KV group become one query sequence over the prefix.
             member_q = qs.index_select(0, prefix.members).transpose(0, 1).reshape(1, kv_heads, m * group, head_dim)
             o, l = attention_with_lse(member_q, keys, values, None)
-            shared_out.index_copy_(0, prefix.members, o.view(kv_heads, m, group, head_dim).transpose(0, 1))
-            shared_lse.index_copy_(0, prefix.members, l.view(kv_heads, m, group).transpose(0, 1))
-        parts.append((shared_out, shared_lse))
+            outs.append(o.view(kv_heads, m, group, head_dim).transpose(0, 1))
+            lses.append(l.view(kv_heads, m, group).transpose(0, 1))
+        members = torch.cat([prefix.members for prefix in d.shared])
+        parts.append(_scatter(torch.cat(outs), torch.cat(lses), members, n))
     if d.runs:
         outs, lses = [], []
         queries = qs.split(1)

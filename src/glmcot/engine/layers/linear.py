@@ -44,6 +44,16 @@ class Linear(nn.Module):
         self.packed: torch.Tensor | None = None
         self.weight_t: torch.Tensor | None = None
 
+    @classmethod
+    def over(cls, weight: torch.Tensor) -> Linear:
+        """A bias-free Linear holding `weight` ([out, in]) itself, not a copy."""
+        out_features, in_features = weight.shape
+        linear = cls.__new__(cls)
+        nn.Module.__init__(linear)
+        linear.weight = weight if isinstance(weight, nn.Parameter) else nn.Parameter(weight, requires_grad=False)
+        linear.bias, linear.packed, linear.weight_t = None, None, None
+        return linear
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.packed is not None:
             return packed_linear(x, self.packed, self.bias)

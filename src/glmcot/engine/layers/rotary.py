@@ -51,13 +51,10 @@ class RotaryEmbedding(nn.Module):
         half = self.head_dim // 2
         return (self.cos[positions, :half].to(dtype).unsqueeze(1), self.sin[positions, :half].to(dtype).unsqueeze(1))
 
-    def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        cos, sin = self.tables(positions, q.dtype)
-        return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x: [tokens, heads, dim], neox half-split: (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin).
+    """x: [..., dim], neox half-split: (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin), with cos
+    and sin of the first half-dimension broadcasting against x1.
     Written half by half into one output, which reads x twice instead of building rotate_half."""
     x1, x2 = x.chunk(2, dim=-1)
     out = torch.empty_like(x)

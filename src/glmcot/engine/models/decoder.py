@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from glmcot.engine.layers.attention import AttentionMetadata, paged_attention
-from glmcot.engine.layers.linear import Linear, onednn_available, pack, packed_linear, transposed
+from glmcot.engine.layers.linear import Linear
 from glmcot.engine.layers.mlp import SwiGLU
 from glmcot.engine.layers.norm import RMSNorm
 from glmcot.engine.layers.rotary import RotaryEmbedding, apply_rotary
@@ -70,8 +70,7 @@ class DecoderModel(nn.Module):
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.rotary = rotary
         self.lm_head = None if cfg.tie_word_embeddings else Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
-        self.logits_packed: torch.Tensor | None = None  # set by prepare_for_cpu
-        self.logits_weight_t: torch.Tensor | None = None
+        self.tied_head: Linear | None = None  # tied embeddings on CPU: the logits in the CPU layout
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, kv_cache: torch.Tensor, meta: AttentionMetadata) -> torch.Tensor:
         """kv_cache: [layers, 2, num_blocks, block_size, kv_heads, head_dim]."""
@@ -82,12 +81,10 @@ class DecoderModel(nn.Module):
         return self.norm(x)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        if self.logits_packed is not None:
-            return packed_linear(hidden, self.logits_packed, None).float()
-        if self.logits_weight_t is not None:
-            return torch.matmul(hidden, self.logits_weight_t).float()
-        weight = self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        return F.linear(hidden, weight).float()
+        head = self.lm_head if self.lm_head is not None else self.tied_head
+        if head is None:
+            return F.linear(hidden, self.embed_tokens.weight).float()
+        return head(hidden).float()
 
     @torch.no_grad()
     def prepare_for_cpu(self) -> None:
@@ -96,16 +93,15 @@ class DecoderModel(nn.Module):
         for module in self.modules():
             if isinstance(module, Linear):
                 module.prepare_for_cpu()
-        if self.lm_head is not None:
-            self.logits_packed, self.logits_weight_t = self.lm_head.packed, self.lm_head.weight_t
-        elif onednn_available(self.embed_tokens.weight.dtype):
-            # Tied: the embedding keeps its rows for lookups; the logits get a packed copy.
-            self.logits_packed = pack(self.embed_tokens.weight)
-        elif self.embed_tokens.weight.dtype == torch.float32:
-            # Tied, no oneDNN: the embedding becomes a view of the transposed matrix; a lookup
-            # then gathers columns, which costs well under 1 % of a prefill.
-            self.logits_weight_t = transposed(self.embed_tokens.weight)
-            self.embed_tokens.weight = nn.Parameter(self.logits_weight_t.t(), requires_grad=False)
+        if self.lm_head is None:
+            # Tied: the logits get a Linear of their own over the embedding matrix. When it keeps
+            # an [in, out] copy, the embedding becomes a view of that copy (lookups then gather
+            # columns, well under 1 % of a prefill) so the matrix is not held twice.
+            head = Linear.over(self.embed_tokens.weight)
+            head.prepare_for_cpu()
+            if head.weight_t is not None:
+                self.embed_tokens.weight = head.weight
+            self.tied_head = head
 
     @torch.no_grad()
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:

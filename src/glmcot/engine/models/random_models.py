@@ -96,3 +96,20 @@ def random_weights(cfg: dict, seed: int, dtype: torch.dtype = torch.float32) -> 
     yield "model.norm.weight", torch.ones(hidden, dtype=dtype)
     if not cfg["tie_word_embeddings"]:
         yield "lm_head.weight", normal(vocab, hidden)
+
+
+def transformers_model(spec: str, seed: int = 0, dtype: torch.dtype = torch.float32, device: str = "cpu",
+                       eos_token_ids: list[int] | None = None):
+    """The same seeded random weights in transformers' own model class: the reference the engine
+    benchmarks compare against. Raises if a weight does not fit."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    hf = random_hf_config(*parse_spec(spec), eos_token_ids or [0])
+    config = AutoConfig.for_model(**{k: v for k, v in hf.items() if k != "architectures"})
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    missing, unexpected = model.load_state_dict(dict(random_weights(hf, seed, dtype)), strict=False)
+    if unexpected or set(missing) - {"lm_head.weight"}:
+        raise RuntimeError(f"weights do not fit the transformers model: {missing} {unexpected}")
+    model.tie_weights()
+    return model.eval()
