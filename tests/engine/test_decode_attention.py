@@ -1,4 +1,4 @@
-"""Cascaded decode attention (shared prefix once + own blocks, merged by log-sum-exp) equals
+"""Cascaded decode attention in PyTorch (shared prefix once + own blocks, merged by log-sum-exp) equals
 plain attention of each sequence over its whole context."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class _FakeModel(torch.nn.Module):
 def test_cascade_equals_per_sequence_attention(heads: int, kv_heads: int, consecutive: bool) -> None:
     torch.manual_seed(heads * 10 + kv_heads)
     dim, num_blocks = 8, 40
-    runner = ModelRunner(_FakeModel(kv_heads, dim), num_blocks, BLOCK, torch.float32, "cpu")
+    runner = ModelRunner(_FakeModel(kv_heads, dim), num_blocks, BLOCK, torch.float32, "cpu", use_cpu_kernels=False)
     runner.kv_cache.normal_()
     prefix = [0, 1, 2] if consecutive else [7, 3, 11]
     # three sequences share the prefix (one diverges after its first block), one stands alone
@@ -77,10 +77,11 @@ def test_fallback_math_matches_the_cpu_kernel() -> None:
     torch.testing.assert_close(lse, ref_lse, rtol=1e-5, atol=1e-5)
 
 
-def test_paged_attention_mixes_decode_and_prefill_rows() -> None:
+@pytest.mark.parametrize("use_kernel", [False, True])  # True: the compiled kernel where it builds
+def test_paged_attention_mixes_decode_and_prefill_rows(use_kernel: bool) -> None:
     torch.manual_seed(1)
     heads, kv_heads, dim = 4, 2, 8
-    runner = ModelRunner(_FakeModel(kv_heads, dim), 16, BLOCK, torch.float32, "cpu")
+    runner = ModelRunner(_FakeModel(kv_heads, dim), 16, BLOCK, torch.float32, "cpu", use_cpu_kernels=use_kernel)
     runner.kv_cache.normal_()
     cache = runner.kv_cache[0]
     tables, lengths = [[0, 1, 2], [0, 1, 3]], [2 * BLOCK + 2, 2 * BLOCK + 3]
@@ -96,7 +97,7 @@ def test_paged_attention_mixes_decode_and_prefill_rows() -> None:
 def test_long_block_runs_are_attended_in_place_and_merge_exactly(monkeypatch) -> None:
     torch.manual_seed(2)
     heads, kv_heads, dim = 4, 2, 8
-    runner = ModelRunner(_FakeModel(kv_heads, dim), 64, BLOCK, torch.float32, "cpu")
+    runner = ModelRunner(_FakeModel(kv_heads, dim), 64, BLOCK, torch.float32, "cpu", use_cpu_kernels=False)
     runner.kv_cache.normal_()
     monkeypatch.setattr(model_runner, "MIN_RUN_BLOCKS", 4)
     tables = [
@@ -135,7 +136,7 @@ def test_longest_run() -> None:
 def test_sequences_wholly_in_place_need_no_gather(tables, lengths, monkeypatch) -> None:
     torch.manual_seed(3)
     monkeypatch.setattr(model_runner, "MIN_RUN_BLOCKS", 4)
-    runner = ModelRunner(_FakeModel(2, 8), 32, BLOCK, torch.float32, "cpu")
+    runner = ModelRunner(_FakeModel(2, 8), 32, BLOCK, torch.float32, "cpu", use_cpu_kernels=False)
     runner.kv_cache.normal_()
     decode = runner._decode_batch(list(range(len(tables))), tables, lengths)
     assert decode.block_table is None and len(decode.runs) == len(tables)

@@ -34,6 +34,17 @@ def test_alone_and_batched_match_transformers(name, references, tokenizer):
     assert llm.stats()["blocks_used"] == 0
 
 
+@pytest.mark.parametrize("name", ["qwen3-tied", "llama-untied"])
+def test_pytorch_attention_path_matches(name, references, tokenizer):
+    """The decode path without the compiled CPU kernel (cpu_kernels=False, or no compiler)."""
+    ref = references(name)
+    prompts = [tokenizer.encode(p) for p in PROMPTS]
+    llm = make_llm(ref, cpu_kernels=False)
+    assert llm.engine.runner.decode_kernel is None
+    check(llm, ref, prompts)
+    check(llm, ref, prompts)  # warm: cached prompts, decode over prefix hits
+
+
 @pytest.mark.parametrize("name", ["qwen3-untied", "qwen2-tied", "llama-untied"])
 def test_warm_prefix_cache_matches(name, references, tokenizer):
     ref = references(name)

@@ -37,6 +37,8 @@ class EngineConfig:
     #                                alone by a chunk job (outputs do not depend on what is cached)
     num_threads: int | None = None  # torch CPU threads; None = all cores
     keep_large_buffers: bool = True  # CPU: keep freed large buffers in the heap (process-wide, see allocator.py)
+    cpu_kernels: bool = True  # CPU: decode attention by the C++ kernel (kernels/, compiled at first use); the
+    #                           PyTorch path is used when False or when it cannot be built here
     tokenizer: str | None = None  # override: a directory with tokenizer.json
 
     def __post_init__(self) -> None:

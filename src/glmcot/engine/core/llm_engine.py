@@ -62,7 +62,7 @@ class LLMEngine:
         self.chunks = None if config.chunk_reuse == "exact" else ChunkReuse(
             config.chunk_reuse, config.pic_recompute_tokens, self.kv, self.levels, config.chunk_source)
         self.scheduler = Scheduler(config, self.kv, self.chunks)
-        self.runner = ModelRunner(self.model, num_blocks, bs, dtype, config.device)
+        self.runner = ModelRunner(self.model, num_blocks, bs, dtype, config.device, config.cpu_kernels)
         if self.chunks:
             self.chunks.bind(self.runner.kv_cache, self.model.rotary.cos, self.model.rotary.sin)
         self.requests: dict[str, Request] = {}

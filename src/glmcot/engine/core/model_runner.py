@@ -8,7 +8,8 @@ import torch
 from glmcot.engine.cache.kv_cache_manager import KVCacheManager
 from glmcot.engine.core.request import Request
 from glmcot.engine.core.scheduler import ScheduledRequest
-from glmcot.engine.layers.attention import AttentionMetadata, BlockRun, DecodeBatch, SequenceSlice, SharedPrefix
+from glmcot.engine.kernels import MAX_HEAD_DIM, cpu_kernels
+from glmcot.engine.layers.attention import AttentionMetadata, BlockRun, DecodeBatch, KernelPart, SequenceSlice, SharedPrefix
 from glmcot.engine.models.decoder import DecoderModel
 
 
@@ -21,7 +22,8 @@ MIN_RUN_BLOCKS = 8  # a run this long is attended in place; shorter ones cost le
 
 
 class ModelRunner:
-    def __init__(self, model: DecoderModel, num_blocks: int, block_size: int, dtype: torch.dtype, device: str) -> None:
+    def __init__(self, model: DecoderModel, num_blocks: int, block_size: int, dtype: torch.dtype, device: str,
+                 use_cpu_kernels: bool = True) -> None:
         cfg = model.config
         self.model = model
         self.block_size = block_size
@@ -29,6 +31,13 @@ class ModelRunner:
         # One preallocated tensor; zeros touches every page once, up front.
         self.kv_cache = torch.zeros(cfg.num_layers, 2, num_blocks, block_size, cfg.num_kv_heads, cfg.head_dim,
                                     dtype=dtype, device=self.device)
+        kernels = cpu_kernels() if use_cpu_kernels and self.device.type == "cpu" else None
+        self.decode_kernel = None
+        if kernels is not None:
+            if isinstance(model, DecoderModel):
+                model.bind_cpu_kernels(kernels)
+            if cfg.head_dim <= MAX_HEAD_DIM:
+                self.decode_kernel = kernels.paged_decode_attention
 
     @torch.inference_mode()
     def execute(self, scheduled: list[ScheduledRequest], kv: KVCacheManager) -> tuple[torch.Tensor | None, list[Request]]:
@@ -76,6 +85,15 @@ class ModelRunner:
             return None
         bs, dev = self.block_size, self.device
         shared, skip = shared_prefixes(tables, lengths, bs)
+        prefixes = [SharedPrefix(torch.tensor(m, dtype=torch.long, device=dev), _blocks(blocks, dev)) for m, blocks in shared]
+        rows_tensor = torch.tensor(rows, dtype=torch.long, device=dev)
+        if self.decode_kernel is not None:
+            # The kernel reads every sequence's own blocks in place; shared prefixes stay cascaded.
+            width = max(map(len, tables))
+            table = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int32, device=dev)
+            first = torch.tensor([s * bs for s in skip], dtype=torch.int32, device=dev)
+            kernel = KernelPart(self.decode_kernel, table, first, torch.tensor(lengths, dtype=torch.int32, device=dev))
+            return DecodeBatch(rows_tensor, None, None, prefixes, kernel=kernel)
         runs: list[BlockRun] = []
         gathered: dict[int, tuple[list[int], list[int]]] = {}  # member -> (blocks, tokens in each)
         for i, table in enumerate(tables):
@@ -102,8 +120,7 @@ class ModelRunner:
             block_table = torch.tensor(padded, dtype=torch.long, device=dev)
             if len(gathered) < len(tables):
                 members = torch.tensor(list(gathered), dtype=torch.long, device=dev)
-        prefixes = [SharedPrefix(torch.tensor(m, dtype=torch.long, device=dev), _blocks(blocks, dev)) for m, blocks in shared]
-        return DecodeBatch(torch.tensor(rows, dtype=torch.long, device=dev), block_table, mask, prefixes, runs,
+        return DecodeBatch(rows_tensor, block_table, mask, prefixes, runs,
                            torch.tensor([r.member for r in runs], dtype=torch.long, device=dev) if runs else None, members)
 
 

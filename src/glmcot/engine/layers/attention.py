@@ -11,11 +11,14 @@ is read once per step instead of once per sequence. A long run of consecutive bl
 sequence (its prompt, usually) is attended in place, as a view of the cache, with no gather.
 The remaining blocks of all sequences are gathered and attended in one padded call. The partial
 results are merged exactly through their log-sum-exp. Query heads of one KV group are folded
-into the query length, so K/V are never repeated.
+into the query length, so K/V are never repeated. On the CPU a compiled kernel
+(kernels/cpu_attention.cpp) replaces the runs and the gather: it reads every sequence's own
+blocks in place through its block table; shared prefixes stay cascaded and merge with it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -48,6 +51,17 @@ class BlockRun:
 
 
 @dataclass
+class KernelPart:
+    """Every decoding sequence's own positions [first, length), attended by a compiled kernel
+    straight from the block pool (kernels/cpu_attention.cpp)."""
+
+    attend: Callable[..., list[torch.Tensor]]  # (q, key_cache, value_cache, tables, first, lengths, scale) -> (out, lse)
+    block_table: torch.Tensor  # [n, width] int32
+    first: torch.Tensor  # [n] int32: positions before it lie in a shared prefix
+    lengths: torch.Tensor  # [n] int32
+
+
+@dataclass
 class DecodeBatch:
     """Sequences with one new token each: shared prefixes in one call per prefix, long block runs
     in one call per run, every other block in one padded call. Every sequence attends its
@@ -60,6 +74,7 @@ class DecodeBatch:
     runs: list[BlockRun] = field(default_factory=list)
     run_members: torch.Tensor | None = None  # [len(runs)] the runs' members, in order
     gathered_members: torch.Tensor | None = None  # [g] members of the padded call; None: all n
+    kernel: KernelPart | None = None  # set: the kernel attends every sequence's non-shared positions (no runs, no gather)
 
 
 @dataclass
@@ -118,6 +133,13 @@ def decode_attention(q: torch.Tensor, cache: torch.Tensor, d: DecodeBatch, block
     n = d.rows.numel()
     qs = q.index_select(0, d.rows).view(n, kv_heads, group, head_dim)
     parts: list[tuple[torch.Tensor, torch.Tensor]] = []
+    if d.kernel is not None:
+        k = d.kernel
+        out, lse = k.attend(q.index_select(0, d.rows), cache[0], cache[1], k.block_table, k.first, k.lengths,
+                            head_dim**-0.5)
+        if not d.shared:
+            return out
+        parts.append((out.view(n, kv_heads, group, head_dim), lse.view(n, kv_heads, group)))
     if d.block_table is not None:
         g, width = d.block_table.shape
         flat = d.block_table.view(-1)

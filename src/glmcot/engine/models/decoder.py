@@ -7,7 +7,7 @@ Parameter names follow Hugging Face, except the fused `qkv_proj` and `gate_up_pr
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 import torch.nn.functional as F
@@ -31,6 +31,7 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else None
         self.rotary = rotary
+        self.rotary_kernel: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None] | None = None  # in place, CPU
 
     def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], cache: torch.Tensor,
                 meta: AttentionMetadata) -> torch.Tensor:
@@ -41,7 +42,11 @@ class Attention(nn.Module):
         if self.q_norm is not None:
             # Qwen3 normalises each head before RoPE, so cached K is post-norm and post-RoPE.
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
+        if self.rotary_kernel is not None:  # q and k are this step's fresh rows: rotate them in place
+            self.rotary_kernel(q, *rope)
+            self.rotary_kernel(k, *rope)
+        else:
+            q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
         return self.o_proj(paged_attention(q, k, v, cache, meta))
 
 
@@ -85,6 +90,14 @@ class DecoderModel(nn.Module):
         if head is None:
             return F.linear(hidden, self.embed_tokens.weight).float()
         return head(hidden).float()
+
+    def bind_cpu_kernels(self, kernels) -> None:
+        """Route RMSNorm and rotary embedding through the compiled CPU kernels (kernels/)."""
+        for module in self.modules():
+            if isinstance(module, RMSNorm):
+                module.kernel = kernels.rms_norm
+            elif isinstance(module, Attention):
+                module.rotary_kernel = kernels.rotary_
 
     @torch.no_grad()
     def prepare_for_cpu(self) -> None:
