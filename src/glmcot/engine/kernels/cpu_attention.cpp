@@ -94,6 +94,55 @@ inline const T* row_address(const T* base, const int32_t* table, int64_t pos, in
   return base + (static_cast<int64_t>(table[pos / block_size]) * block_size + pos % block_size) * row;
 }
 
+// The query heads of one KV head share its K and V rows, so they are taken up to two at a time:
+// each row slice is loaded (and, for 16-bit caches, widened) once for both.
+constexpr int64_t HEADS_PER_PASS = 2;
+
+// Scores of `PASS` query heads (q: their rows) against `size` K rows of one KV head.
+template <int64_t PASS, int64_t MAX_VECTORS, typename T, typename Load>
+inline void score_tile(const float* q_rows, const T* const* rows, int64_t size, int64_t offset, int64_t dim,
+                       int64_t vectors, int64_t count, const Load& load, float* lines, float* top) {
+  vec16 q[PASS][MAX_VECTORS];
+  for (int64_t g = 0; g < PASS; ++g)
+    for (int64_t j = 0; j < vectors; ++j) q[g][j] = load(q_rows + g * dim, j);
+  for (int64_t t = 0; t < size; ++t) {
+    const T* k = rows[t] + offset;
+    vec16 a[PASS] = {};
+    for (int64_t j = 0; j < vectors; ++j) {
+      const vec16 kv = load(k, j);
+      for (int64_t g = 0; g < PASS; ++g) a[g] += q[g][j] * kv;
+    }
+    for (int64_t g = 0; g < PASS; ++g) {
+      const float score = sum16(a[g]);
+      lines[g * count + t] = score;
+      top[g] = std::max(top[g], score);
+    }
+  }
+}
+
+// Adds probability-weighted V rows of one KV head into `PASS` query heads' outputs.
+template <int64_t PASS, int64_t MAX_VECTORS, typename T, typename Load>
+inline void weigh_tile(const float* lines, const T* const* rows, int64_t size, int64_t offset, int64_t dim,
+                       int64_t vectors, int64_t count, int64_t tail, const Load& load, float* out) {
+  vec16 sum[PASS][MAX_VECTORS];  // the heads' output rows stay in registers across the tile
+  for (int64_t g = 0; g < PASS; ++g)
+    for (int64_t j = 0; j < vectors; ++j) sum[g][j] = load(out + g * dim, j);
+  for (int64_t t = 0; t < size; ++t) {
+    const T* v = rows[t] + offset;
+    float p[PASS];
+    for (int64_t g = 0; g < PASS; ++g) p[g] = lines[g * count + t];
+    for (int64_t j = 0; j < vectors; ++j) {
+      const vec16 vv = load(v, j);
+      for (int64_t g = 0; g < PASS; ++g) sum[g][j] += p[g] * vv;
+    }
+  }
+  for (int64_t g = 0; g < PASS; ++g) {
+    float* o = out + g * dim;
+    for (int64_t j = 0; j + 1 < vectors; ++j) __builtin_memcpy(o + 16 * j, &sum[g][j], sizeof(vec16));
+    store_part(o + 16 * (vectors - 1), sum[g][vectors - 1], tail);
+  }
+}
+
 // One piece: every query head of one sequence over its positions [first, last). KV rows are
 // read tile by tile in position order (all heads of a token are one contiguous row, which the
 // hardware prefetcher follows) and every head then works on the tile from L2. Writes the
@@ -106,31 +155,25 @@ void attend(const float* query, const T* keys, const T* values, const int32_t* t
   constexpr int64_t MAX_VECTORS = FIXED ? (FIXED + 15) / 16 : 16;
   const int64_t dim = FIXED ? FIXED : dim_arg;
   const int64_t vectors = (dim + 15) / 16, tail = dim - (vectors - 1) * 16;  // lanes used in the last vector
-  auto load = [&](const auto* p, int64_t j) { return j + 1 < vectors || tail == 16 ? load16(p + 16 * j) : load_part(p + 16 * j, tail); };
+  const auto load = [&](const auto* p, int64_t j) {
+    return j + 1 < vectors || tail == 16 ? load16(p + 16 * j) : load_part(p + 16 * j, tail);
+  };
   const int64_t count = last - first, heads = kv_heads * group, row = kv_heads * dim;
   const T* rows[TILE];
   for (int64_t h = 0; h < heads; ++h) top[h] = -std::numeric_limits<float>::infinity();
   for (int64_t tile = first; tile < last; tile += TILE) {
     const int64_t size = std::min<int64_t>(TILE, last - tile);
     for (int64_t t = 0; t < size; ++t) rows[t] = row_address(keys, table, tile + t, block_size, row);
-    for (int64_t h = 0; h < heads; ++h) {
-      vec16 q[MAX_VECTORS];
-      for (int64_t j = 0; j < vectors; ++j) q[j] = load(query + h * dim, j);
+    for (int64_t h = 0; h < heads; h += HEADS_PER_PASS) {
+      const int64_t pass = std::min<int64_t>(HEADS_PER_PASS, (h / group + 1) * group - h);  // within one KV head
       const int64_t offset = (h / group) * dim;
-      float* line = scores + h * count + (tile - first);
-      float m = top[h];
-      for (int64_t t = 0; t < size; ++t) {
-        const T* k = rows[t] + offset;
-        vec16 a = q[0] * load(k, 0), b = {};  // two accumulators: half the dependency chain
-        for (int64_t j = 1; j < vectors; j += 2) {
-          b += q[j] * load(k, j);
-          if (j + 1 < vectors) a += q[j + 1] * load(k, j + 1);
-        }
-        const float s = sum16(a + b);
-        line[t] = s;
-        m = std::max(m, s);
+      float* lines = scores + h * count + (tile - first);
+      if (pass == 2) {
+        score_tile<2, MAX_VECTORS>(query + h * dim, rows, size, offset, dim, vectors, count, load, lines, top + h);
+      } else {
+        score_tile<1, MAX_VECTORS>(query + h * dim, rows, size, offset, dim, vectors, count, load, lines, top + h);
+        h -= HEADS_PER_PASS - 1;
       }
-      top[h] = m;
     }
   }
   for (int64_t h = 0; h < heads; ++h) {
@@ -148,19 +191,16 @@ void attend(const float* query, const T* keys, const T* values, const int32_t* t
   for (int64_t tile = first; tile < last; tile += TILE) {
     const int64_t size = std::min<int64_t>(TILE, last - tile);
     for (int64_t t = 0; t < size; ++t) rows[t] = row_address(values, table, tile + t, block_size, row);
-    for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t h = 0; h < heads; h += HEADS_PER_PASS) {
+      const int64_t pass = std::min<int64_t>(HEADS_PER_PASS, (h / group + 1) * group - h);
       const int64_t offset = (h / group) * dim;
-      const float* line = scores + h * count + (tile - first);
-      float* out = acc + h * dim;
-      vec16 sum[MAX_VECTORS];  // the head's output row stays in registers across the tile
-      for (int64_t j = 0; j < vectors; ++j) sum[j] = load(out, j);
-      for (int64_t t = 0; t < size; ++t) {
-        const T* v = rows[t] + offset;
-        const float p = line[t];
-        for (int64_t j = 0; j < vectors; ++j) sum[j] += p * load(v, j);
+      const float* lines = scores + h * count + (tile - first);
+      if (pass == 2) {
+        weigh_tile<2, MAX_VECTORS>(lines, rows, size, offset, dim, vectors, count, tail, load, acc + h * dim);
+      } else {
+        weigh_tile<1, MAX_VECTORS>(lines, rows, size, offset, dim, vectors, count, tail, load, acc + h * dim);
+        h -= HEADS_PER_PASS - 1;
       }
-      for (int64_t j = 0; j + 1 < vectors; ++j) __builtin_memcpy(out + 16 * j, &sum[j], sizeof(vec16));
-      store_part(out + 16 * (vectors - 1), sum[vectors - 1], tail);
     }
   }
 }
