@@ -211,22 +211,24 @@ def test_pic_recomputes_chunk_heads_in_context_and_differs_from_pic0(references)
     assert tail_gap == 0.0  # the rest is the same isolated KV in both modes
 
 
-def test_chunk_reuse_under_pressure_completes_and_releases_everything(references):
+@pytest.mark.parametrize("source", ["context", "isolated"])
+def test_chunk_reuse_under_pressure_completes_and_releases_everything(references, source):
     ref = references("qwen3-untied")
     prompts = [notebook_prompt(keys, q) for keys, q in (
         (["v:P1", "v:A9"], "who?"), (["v:A9", "v:V3"], "where?"), (["v:V3", "v:P1", "v:A9"], "all?"),
         (["v:P1"], "title?"), (["v:V3", "v:A9"], "venue?"))] * 2
-    roomy = make_llm(ref, chunk_reuse="pic")
-    want = [o.token_ids for o in roomy.generate(prompts, greedy(6))]
-    tight = make_llm(ref, chunk_reuse="pic", eviction_policy="glm", kv_cache_tokens=480, max_num_seqs=10)
+    tight = make_llm(ref, chunk_reuse="pic", chunk_source=source, eviction_policy="glm", kv_cache_tokens=480,
+                     max_num_seqs=10)
     outs = tight.generate(prompts, greedy(6))
     stats = tight.stats()
     assert all(o.finish_reason == "length" and len(o.token_ids) == 6 for o in outs)
     assert stats["evictions"] > 0 or stats["preemptions"] > 0
-    if stats["chunk_fallbacks"] == 0:
-        assert [o.token_ids for o in outs] == want
+    if source == "isolated":
+        assert stats["chunk_hits_tokens"] > 0
+    # Outputs are not compared with an unpressured run: a prompt may prefix-hit blocks another
+    # prompt computed with a chunk in context where it would itself have reused the chunk, and
+    # which prompt ran first depends on admission order, which memory pressure changes.
     assert_all_released(tight)
-    assert_all_released(roomy)
 
 
 def prompt_with_p1(llm: LLM, n: int, level: int = 1) -> list[Segment]:
@@ -297,3 +299,42 @@ def test_chat_wrapping_keeps_segment_boundaries(references):
     joined = "".join(s.text for s in segments)
     assert "".join(s.text for s in wrapped) == llm.tokenizer.apply_chat_template(
         [{"role": "system", "content": "Be brief."}, {"role": "user", "content": joined}])
+
+
+def test_gaps_between_reused_chunks_are_computed_in_one_step(references):
+    """With its chunks cached, a prompt's gaps (the text between and after reused chunks) are
+    computed in one forward pass, and its KV and output equal those of the same prompt when a
+    tiny token budget splits the work one range per step."""
+    import torch
+
+
+    ref = references("qwen3-untied")
+    prompt = notebook_prompt(["v:P1", "v:A9", "v:V3"], "which venue?", fact="Fact 1: P1 has 3 citations.\n")
+    results = {}
+    for budget in (2048, 8):
+        llm = make_llm(ref, chunk_reuse="pic", pic_recompute_tokens=2, max_num_batched_tokens=budget)
+        llm.generate([[chunk(key), Segment("Q?\n", 4)] for key in ("v:P1", "v:A9", "v:V3")], greedy(1))  # cache them
+        seen: list = []
+        original = llm.engine.scheduler.schedule
+
+        def spy():
+            plan = original()
+            seen.extend(item.ranges for item in plan.scheduled if item.ranges)
+            return plan
+
+        llm.engine.scheduler.schedule = spy
+        request = llm.engine.add_request(prompt, greedy(4))
+        while request.num_computed_tokens < request.num_prompt_tokens:
+            llm.engine.step()
+        cache = llm.engine.runner.kv_cache
+        slots = torch.tensor([b * 4 + i for b in llm.engine.kv.block_ids(request) for i in range(4)][: request.num_prompt_tokens])
+        kv = cache.view(cache.shape[0], 2, -1, *cache.shape[-2:]).index_select(2, slots).clone()
+        while llm.engine.has_unfinished():
+            llm.engine.step()
+        results[budget] = (seen, kv, request.output_token_ids, llm.stats()["chunk_hits_tokens"])
+        assert_all_released(llm)
+    multi, split = results[2048], results[8]
+    assert any(len(ranges) >= 3 for ranges in multi[0])  # the gaps after P1, A9 and V3 in one step
+    assert multi[3] == split[3] > 0  # the same chunk hits
+    torch.testing.assert_close(multi[1], split[1], rtol=1e-5, atol=1e-5)
+    assert multi[2] == split[2]

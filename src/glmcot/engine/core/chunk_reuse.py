@@ -21,8 +21,10 @@ Where the cached KV comes from (`chunk_source`):
 LegoLink: the isolated chunk's first tokens act as a spurious attention sink); `pic0` reuses the
 whole chunk. The prompt's last token is always computed (it gives the logits).
 
-Progress stays a contiguous prefix: a request computes its gaps between reused ranges one step
-each; when its computed prefix reaches a reused range, the range is copied and skipped.
+A step may compute several gaps between reused ranges of one request (`step_ranges`): the
+reused ranges up to the last gap are copied before the forward pass, every gap is one sequence
+slice of the batch over the request's blocks (new K/V is written before any slice attends, so a
+later gap sees an earlier one), and the computed prefix ends after the last gap.
 """
 
 from __future__ import annotations
@@ -119,18 +121,31 @@ class ChunkReuse:
         request.chunk_captures = []
         return uses
 
-    def lead(self, request: Request) -> tuple[int, int | None]:
-        """(tokens at the head of the uncomputed part that can be copied now, how many tokens
-        may be computed after them before the next reused range; None = no limit)."""
-        pos = skip_to = request.num_computed_tokens
-        for use in request.chunk_uses:
-            if use.done or use.reuse_start < skip_to:
-                continue
-            if use.reuse_start == skip_to and use.entry is not None:
-                skip_to = use.end
-                continue
-            return skip_to - pos, use.reuse_start - skip_to
-        return skip_to - pos, None
+    def step_ranges(self, request: Request, budget: int) -> tuple[int, list[tuple[int, int]]]:
+        """This step's work past the request's computed prefix: reused ranges are copied (no
+        budget), the gaps between them computed, as many gaps as `budget` tokens allow, all in
+        one forward pass. Returns (the position the step reaches, the computed ranges
+        [start, end) in order). A chunk that a job is still computing (isolated source) stops
+        the walk: the request waits for it there."""
+        pos = request.num_computed_tokens
+        ranges: list[tuple[int, int]] = []
+        pending = [u for u in request.chunk_uses if not u.done and u.reuse_start >= pos]
+        for use in [*pending, None]:
+            if use is not None and use.entry is None and self.source == "context":
+                continue  # a miss computed in context: part of the gap
+            stop = request.num_tokens if use is None else use.reuse_start
+            if stop > pos:
+                count = min(stop - pos, budget)
+                if count:
+                    ranges.append((pos, pos + count))
+                    budget -= count
+                    pos += count
+                if pos < stop:
+                    break
+            if use is None or use.entry is None:
+                break
+            pos = use.end
+        return pos, ranges
 
     def start_jobs(self, request: Request) -> list[Request]:
         """Chunk jobs for the request's misses (computed this step); a miss that finds no room
@@ -195,20 +210,20 @@ class ChunkReuse:
         self._waiters.clear()
 
     # ---- progress -----------------------------------------------------------------------------
-    def copy(self, request: Request, num_tokens: int) -> None:
-        """Copy the reused ranges in the next `num_tokens` positions (as `lead` reported them)
-        into the request's blocks and count them as computed."""
+    def copy(self, request: Request, reach: int, ranges: list[tuple[int, int]]) -> None:
+        """Copy the reused ranges up to `reach` (as `step_ranges` planned them) into the
+        request's blocks. The computed prefix then ends where the step's first computed range
+        starts (the engine moves it past the last one after the forward pass)."""
         start = request.num_computed_tokens
-        stop = start + num_tokens
         for use in request.chunk_uses:
-            if not use.done and start <= use.reuse_start < stop:
+            if not use.done and use.entry is not None and start <= use.reuse_start < reach:
                 self._copy(request, use)
                 use.done = True
                 if use.hit and request.num_preemptions == 0:
                     request.num_cached_tokens += use.num_reused
                 self._release(use)
         request.chunk_uses = [u for u in request.chunk_uses if not u.done]
-        request.num_computed_tokens = stop
+        request.num_computed_tokens = ranges[0][0] if ranges else reach
 
     def release(self, request: Request) -> None:
         """The request stops (finished, aborted, preempted): drop its references."""

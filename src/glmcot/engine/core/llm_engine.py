@@ -177,9 +177,9 @@ class LLMEngine:
         logits, sampled = self.runner.execute(plan.scheduled, self.kv)
         for item in plan.scheduled:
             request = item.request
-            if request.num_computed_tokens < request.num_prompt_tokens:
-                self.num_prompt_tokens_computed += min(item.num_new_tokens, request.num_prompt_tokens - request.num_computed_tokens)
-            request.num_computed_tokens += item.num_new_tokens
+            ranges = item.computed_ranges()
+            self.num_prompt_tokens_computed += sum(max(0, min(end, request.num_prompt_tokens) - start) for start, end in ranges)
+            request.num_computed_tokens = item.reach if item.reach is not None else ranges[-1][1]
             if not request.is_chunk_job:
                 rid = request.request_id
                 self.levels.tag_request(request, self.kv.req_blocks.get(rid, []), self.kv.num_cached_blocks.get(rid, 0),

@@ -7,8 +7,9 @@ its own prefix when it returns). The rest of the budget admits waiting requests 
 (priority, arrival) order, each starting from its longest cached prefix.
 
 With vertex-chunk reuse on (core/chunk_reuse.py), a request's keyed chunks past its prefix hit
-are copied from the chunk index when its computed prefix reaches them (no compute, no budget),
-and chunks not yet cached are computed in isolation by chunk jobs scheduled beside it.
+are copied from the chunk index (no compute, no budget) and the gaps between them are computed,
+several in one step when the budget allows; with the isolated source, chunks not yet cached are
+computed alone by chunk jobs scheduled beside it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,16 @@ from glmcot.engine.core.request import Request, RequestStatus
 class ScheduledRequest:
     request: Request
     num_new_tokens: int
+    # Positions computed this step when they are not one range from the computed prefix:
+    # gaps between reused chunks, [start, end) each, in order (core/chunk_reuse.py).
+    ranges: list[tuple[int, int]] | None = None
+    reach: int | None = None  # the computed prefix after this step, when reused chunks follow the last range
+
+    def computed_ranges(self) -> list[tuple[int, int]]:
+        if self.ranges is not None:
+            return self.ranges
+        start = self.request.num_computed_tokens
+        return [(start, start + self.num_new_tokens)]
 
 
 @dataclass
@@ -67,9 +78,12 @@ class Scheduler:
         i = 0
         while i < len(self.running) and budget > 0:
             request = self.running[i]
-            skip, cap = self.chunks.lead(request) if self.chunks else (0, None)
-            num_new = min(request.num_tokens - request.num_computed_tokens - skip, budget, cap if cap is not None else budget)
-            while not self.kv.allocate_slots(request, skip + num_new):
+            if self.chunks:
+                reach, ranges = self.chunks.step_ranges(request, budget)
+                num_new, span = sum(end - start for start, end in ranges), reach - request.num_computed_tokens
+            else:
+                num_new = span = min(request.num_tokens - request.num_computed_tokens, budget)
+            while not self.kv.allocate_slots(request, span):
                 victim = self.running.pop()  # the least important not yet scheduled (or itself)
                 self._preempt(victim)
                 preempted.append(victim)
@@ -77,10 +91,11 @@ class Scheduler:
                     break
             if request.status != RequestStatus.RUNNING:
                 break
-            if skip:
-                self.chunks.copy(request, skip)
-            if num_new > 0:
-                scheduled.append(ScheduledRequest(request, num_new))
+            if num_new > 0 or span > 0:
+                scheduled_request = self._with_copies(request, num_new, reach, ranges) if self.chunks else \
+                    ScheduledRequest(request, num_new)
+                if num_new > 0:
+                    scheduled.append(scheduled_request)
             budget -= num_new
             i += 1
 
@@ -91,23 +106,25 @@ class Scheduler:
                 heapq.heappop(self.waiting)
                 continue
             computed, num_hit = self.kv.get_computed_blocks(request)
-            skip, cap = 0, None
+            chunked = self.config.enable_chunked_prefill
             if self.chunks:
                 request.num_computed_tokens = num_hit
                 self.chunks.plan(request, num_hit)
-                skip, cap = self.chunks.lead(request)
+                reach, ranges = self.chunks.step_ranges(request, budget if chunked else request.num_tokens)
                 request.num_computed_tokens = 0
-            remaining = request.num_tokens - num_hit - skip
-            if remaining > budget and not self.config.enable_chunked_prefill:
+                remaining, span = sum(end - start for start, end in ranges), reach - num_hit
+            else:
+                remaining = span = request.num_tokens - num_hit
+            if remaining > budget and not chunked:
                 if scheduled or remaining <= self.config.max_num_batched_tokens:
                     if self.chunks:
                         self.chunks.release(request)
                     break
                 # A prompt longer than the whole budget still has to run: give it one step alone.
-            num_new = min(remaining, budget) if self.config.enable_chunked_prefill else remaining
-            if cap is not None:
-                num_new = min(num_new, cap)
-            if not self.kv.allocate_slots(request, skip + num_new, computed):
+            num_new = remaining
+            if chunked and not self.chunks:
+                num_new = span = min(remaining, budget)
+            if not self.kv.allocate_slots(request, span, computed):
                 if self.chunks:
                     self.chunks.release(request)
                 break
@@ -121,16 +138,22 @@ class Scheduler:
                 request.metrics.queue_time = request.metrics.first_scheduled_time - request.metrics.arrival_time
             request.status = RequestStatus.RUNNING
             self.running.append(request)
+            scheduled_request = ScheduledRequest(request, num_new)
             if self.chunks:
                 for job in self.chunks.start_jobs(request):
                     scheduled.append(ScheduledRequest(job, job.num_tokens))
                     budget -= job.num_tokens
-                if skip:
-                    self.chunks.copy(request, skip)
+                scheduled_request = self._with_copies(request, num_new, reach, ranges)
             if num_new > 0:
-                scheduled.append(ScheduledRequest(request, num_new))
+                scheduled.append(scheduled_request)
             budget -= num_new
         return SchedulerOutput(scheduled, preempted)
+
+    def _with_copies(self, request: Request, num_new: int, reach: int, ranges: list[tuple[int, int]]) -> ScheduledRequest:
+        """Copy the reused chunks this step passes, then schedule its computed ranges."""
+        self.chunks.copy(request, reach, ranges)
+        several = len(ranges) > 1
+        return ScheduledRequest(request, num_new, ranges if several else None, reach)
 
     def _preempt(self, request: Request) -> None:
         if self.chunks:
