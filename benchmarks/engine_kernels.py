@@ -5,8 +5,9 @@
      [in, out] copy (`x @ W_t`), and oneDNN's prepacked weight (what the engine uses on CPU).
   2. Prefill attention through `scaled_dot_product_attention`: 3-D inputs (torch falls back to
      the unfused math kernel) against 4-D (torch's CPU flash kernel).
-  3. Decode steps of the real engine at long contexts: long block runs attended in place
-     (the default) against gathering every block (`MIN_RUN_BLOCKS` raised out of reach).
+  3. Decode steps of the real engine at long contexts: the compiled CPU kernels (the default:
+     paged decode attention, RMSNorm, rotary) against the PyTorch path with long block runs
+     attended in place, and against gathering every block (`MIN_RUN_BLOCKS` out of reach).
 
 Every arm of a comparison alternates with the others, several rounds; the median counts. On a
 shared machine only the ratios mean something.
@@ -90,6 +91,9 @@ def decode_steps(model: str, dtype: str, rounds: int) -> dict:
 
     from glmcot.engine import LLM, EngineConfig, SamplingParams
     from glmcot.engine.core import model_runner
+    from glmcot.engine.kernels import cpu_kernels
+    from glmcot.engine.layers.norm import RMSNorm
+    from glmcot.engine.models.decoder import Attention
 
     llm = LLM(EngineConfig(model=model, dtype=dtype, kv_cache_tokens=24576, max_num_seqs=12, max_model_len=2048))
     rng = random.Random(0)
@@ -100,17 +104,32 @@ def decode_steps(model: str, dtype: str, rounds: int) -> dict:
     while any(r.num_computed_tokens < r.num_prompt_tokens for r in engine.requests.values()):
         engine.step()
     default = model_runner.MIN_RUN_BLOCKS
+    kernels, runner = cpu_kernels(), engine.runner
+    attention_kernel = runner.decode_kernel
 
-    def with_runs(limit: int):
+    def bind(compiled: bool, run_limit: int) -> None:
+        use = compiled and kernels is not None
+        for module in runner.model.modules():  # what ModelRunner binds, switched per arm
+            if isinstance(module, RMSNorm):
+                module.kernel = kernels.rms_norm if use else None
+            elif isinstance(module, Attention):
+                module.rotary_kernel = kernels.rotary_ if use else None
+        runner.decode_kernel = attention_kernel if use else None
+        model_runner.MIN_RUN_BLOCKS = run_limit
+
+    def arm(compiled: bool, run_limit: int):
         def step() -> None:
-            model_runner.MIN_RUN_BLOCKS = limit
+            bind(compiled, run_limit)
             engine.step()
         return step
 
+    arms = {"PyTorch, runs in place": arm(False, default), "PyTorch, gather every block": arm(False, 1 << 30)}
+    if kernels is not None:
+        arms = {"C++ kernels (default)": arm(True, default), **arms}
     try:
-        result = interleaved({"runs in place": with_runs(default), "gather every block": with_runs(1 << 30)}, rounds)
+        result = interleaved(arms, rounds)
     finally:
-        model_runner.MIN_RUN_BLOCKS = default
+        bind(True, default)  # leave the engine as it was built
     return result
 
 

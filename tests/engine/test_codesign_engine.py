@@ -307,7 +307,6 @@ def test_gaps_between_reused_chunks_are_computed_in_one_step(references):
     tiny token budget splits the work one range per step."""
     import torch
 
-
     ref = references("qwen3-untied")
     prompt = notebook_prompt(["v:P1", "v:A9", "v:V3"], "which venue?", fact="Fact 1: P1 has 3 citations.\n")
     results = {}

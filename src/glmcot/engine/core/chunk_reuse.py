@@ -22,9 +22,10 @@ LegoLink: the isolated chunk's first tokens act as a spurious attention sink); `
 whole chunk. The prompt's last token is always computed (it gives the logits).
 
 A step may compute several gaps between reused ranges of one request (`step_ranges`): the
-reused ranges up to the last gap are copied before the forward pass, every gap is one sequence
-slice of the batch over the request's blocks (new K/V is written before any slice attends, so a
-later gap sees an earlier one), and the computed prefix ends after the last gap.
+reused ranges up to the last gap are copied before the forward pass, the gaps' rows form one
+sequence slice with explicit positions (the context is gathered and attended once; new K/V is
+written before any row attends, so a later gap sees an earlier one), and the computed prefix
+ends after the last gap.
 """
 
 from __future__ import annotations

@@ -31,6 +31,9 @@ class SequenceSlice:
     q_len: int
     ctx_len: int  # tokens this sequence attends over (cached + new)
     block_ids: torch.Tensor  # the blocks holding positions [0, ctx_len)
+    # Positions of the rows when they are not the last q_len of the context (several gaps between
+    # reused chunks computed in one step): row i attends positions <= positions[i].
+    positions: torch.Tensor | None = None
 
 
 @dataclass
@@ -107,7 +110,7 @@ def paged_attention(
         # 4-D inputs: torch's CPU flash kernel (GQA included) only takes batched tensors; 3-D
         # ones fall back to the unfused math path, about 4x slower.
         qs = q[rows].transpose(0, 1)[None]  # [1, heads, q_len, dim]
-        if s.q_len == s.ctx_len:
+        if s.q_len == s.ctx_len and s.positions is None:
             # Fresh prefill: the keys are exactly this step's rows, no gather needed.
             ks, vs = k[rows].transpose(0, 1)[None], v[rows].transpose(0, 1)[None]
             o = F.scaled_dot_product_attention(qs, ks, vs, is_causal=s.q_len > 1, enable_gqa=heads != kv_heads)
@@ -115,7 +118,9 @@ def paged_attention(
             ks = cache[0].index_select(0, s.block_ids).view(-1, kv_heads, head_dim)[: s.ctx_len].transpose(0, 1)[None]
             vs = cache[1].index_select(0, s.block_ids).view(-1, kv_heads, head_dim)[: s.ctx_len].transpose(0, 1)[None]
             mask = None
-            if s.q_len > 1:
+            if s.positions is not None:
+                mask = torch.arange(s.ctx_len, device=q.device)[None, :] <= s.positions[:, None]
+            elif s.q_len > 1:
                 offset = s.ctx_len - s.q_len
                 mask = torch.arange(s.ctx_len, device=q.device)[None, :] <= (
                     torch.arange(s.q_len, device=q.device)[:, None] + offset
