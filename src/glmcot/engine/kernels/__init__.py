@@ -14,7 +14,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import os
 import platform
+import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -47,11 +49,23 @@ def build_name() -> str:
     return f"glmcot_cpu_kernels_{digest.hexdigest()[:12]}"
 
 
+def _ninja_on_path() -> None:
+    """torch's builder runs `ninja` from PATH; the pip package's binary is not on it when the
+    virtual environment is not activated, so add its directory."""
+    if shutil.which("ninja") is None:
+        try:
+            import ninja
+        except ImportError:
+            return
+        os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + os.environ.get("PATH", "")
+
+
 @functools.cache
 def _load() -> tuple[ModuleType | None, str]:
     try:
         import torch.utils.cpp_extension as cpp
 
+        _ninja_on_path()
         cpp.verify_ninja_availability()
         name = build_name()
         build_directory = getattr(cpp, "_get_build_directory", None)  # private: only to tell a first build apart
