@@ -55,35 +55,24 @@ class ModelRunner:
         for item in scheduled:
             request = item.request
             table = kv.block_ids(request)
-            if item.ranges is not None:
-                # Several gaps between reused chunks: one slice with explicit row positions, so
-                # the context is gathered and attended once (each gap's K/V is written before
-                # any row attends, so a later gap sees an earlier one).
-                rows = [p for start, end in item.ranges for p in range(start, end)]
-                end = item.ranges[-1][1]
-                q_start = len(input_ids)
-                input_ids.extend(request.all_token_ids[p] for p in rows)
-                positions.extend(rows)
-                slots.extend(table[p // bs] * bs + p % bs for p in rows)
-                block_ids = torch.tensor(table[: -(-end // bs)], dtype=torch.long, device=self.device)
-                sequences.append(SequenceSlice(q_start, len(rows), end, block_ids,
-                                               torch.tensor(rows, dtype=torch.long, device=self.device)))
-                if end == request.num_tokens:
-                    sample_rows.append(q_start + len(rows) - 1)
-                    sampled.append(request)
-                continue
-            start, end = request.num_computed_tokens, request.num_computed_tokens + item.num_new_tokens
-            n, q_start = end - start, len(input_ids)
-            input_ids.extend(request.all_token_ids[start:end])
-            positions.extend(range(start, end))
-            slots.extend(table[p // bs] * bs + p % bs for p in range(start, end))
+            # Usually one range from the computed prefix. Several gaps between reused chunks form
+            # one slice with explicit row positions, so the context is gathered and attended once
+            # (each gap's K/V is written before any row attends, so a later gap sees an earlier one).
+            ranges = item.computed_ranges()
+            rows = [p for start, end in ranges for p in range(start, end)]
+            n, end, q_start = len(rows), ranges[-1][1], len(input_ids)
+            for start, stop in ranges:
+                input_ids.extend(request.all_token_ids[start:stop])
+            positions.extend(rows)
+            slots.extend(table[p // bs] * bs + p % bs for p in rows)
             if n == 1 and end > 1:
                 decode_rows.append(q_start)
                 decode_tables.append(table[: -(-end // bs)])
                 decode_lens.append(end)
             else:
                 block_ids = torch.tensor(table[: -(-end // bs)], dtype=torch.long, device=self.device)
-                sequences.append(SequenceSlice(q_start, n, end, block_ids))
+                explicit = None if item.ranges is None else torch.tensor(rows, dtype=torch.long, device=self.device)
+                sequences.append(SequenceSlice(q_start, n, end, block_ids, explicit))
             if end == request.num_tokens:
                 sample_rows.append(q_start + n - 1)
                 sampled.append(request)

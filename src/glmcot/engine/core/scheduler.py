@@ -91,11 +91,9 @@ class Scheduler:
                     break
             if request.status != RequestStatus.RUNNING:
                 break
-            if num_new > 0 or span > 0:
-                scheduled_request = self._with_copies(request, num_new, reach, ranges) if self.chunks else \
-                    ScheduledRequest(request, num_new)
-                if num_new > 0:
-                    scheduled.append(scheduled_request)
+            item = self._with_copies(request, num_new, reach, ranges) if self.chunks else ScheduledRequest(request, num_new)
+            if num_new > 0:
+                scheduled.append(item)
             budget -= num_new
             i += 1
 
