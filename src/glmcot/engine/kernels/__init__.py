@@ -24,6 +24,7 @@ from types import ModuleType
 log = logging.getLogger(__name__)
 
 SOURCES = tuple(Path(__file__).with_name(name) for name in ("cpu_attention.cpp", "cpu_pointwise.cpp", "bindings.cpp"))
+HEADERS = (Path(__file__).with_name("cpu_convert.h"),)
 FLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-fno-math-errno", "-fno-trapping-math")
 MAX_HEAD_DIM = 256  # larger heads use the PyTorch path
 
@@ -43,8 +44,9 @@ def build_name() -> str:
     import torch
 
     digest = hashlib.sha256()
-    for part in (*(source.read_bytes() for source in SOURCES), " ".join(FLAGS).encode(), _cpu_signature().encode(), torch.__version__.encode(),
-                 sys.version.encode()):
+    parts = [path.read_bytes() for path in SOURCES + HEADERS]
+    parts += [" ".join(FLAGS).encode(), _cpu_signature().encode(), torch.__version__.encode(), sys.version.encode()]
+    for part in parts:
         digest.update(part)
     return f"glmcot_cpu_kernels_{digest.hexdigest()[:12]}"
 

@@ -19,6 +19,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu_convert.h"
+
 namespace {
 
 constexpr int64_t TILE = 32;  // tokens whose K (or V) rows stay in L2 while every head reads them
@@ -46,7 +48,7 @@ inline vec16 load16(const at::BFloat16* p) {  // a bfloat16 is the top half of a
 
 inline vec16 load16(const at::Half* p) {
   vec16 v;
-  for (int i = 0; i < 16; ++i) v[i] = static_cast<float>(p[i]);
+  for (int i = 0; i < 16; ++i) v[i] = glmcot::widen(p[i]);
   return v;
 }
 
@@ -54,7 +56,7 @@ inline vec16 load16(const at::Half* p) {
 template <typename T>
 inline vec16 load_part(const T* p, int64_t count) {
   vec16 v = {};
-  for (int64_t i = 0; i < count; ++i) v[i] = static_cast<float>(p[i]);
+  for (int64_t i = 0; i < count; ++i) v[i] = glmcot::widen(p[i]);
   return v;
 }
 

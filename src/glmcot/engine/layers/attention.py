@@ -140,7 +140,7 @@ def decode_attention(q: torch.Tensor, cache: torch.Tensor, d: DecodeBatch, block
     parts: list[tuple[torch.Tensor, torch.Tensor]] = []
     if d.kernel is not None:
         k = d.kernel
-        out, lse = k.attend(q.index_select(0, d.rows), cache[0], cache[1], k.block_table, k.first, k.lengths,
+        out, lse = k.attend(qs.view(n, heads, head_dim), cache[0], cache[1], k.block_table, k.first, k.lengths,
                             head_dim**-0.5)
         if not d.shared:
             return out
