@@ -1,0 +1,72 @@
+"""Recorded question traces loaded back as per-session call sequences (the codesign replay)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from glmcot.agents import make_backend, run_questions
+from glmcot.agents.call_traces import TraceError, load_recorded_sessions
+from glmcot.agents.prompts import load_prompts
+from glmcot.llm.replay import prompt_hash
+from glmcot.llm.types import join_segments
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory, context, records):
+    folder = tmp_path_factory.mktemp("traces")
+    backend = make_backend("scripted", questions=records, context=context)
+    run_questions(records, method="glm", backend=backend, context=context, traces=folder / "glm.jsonl", resume=False)
+    run_questions(records, method="graphcot", backend=backend, context=context, traces=folder / "graphcot.jsonl", resume=False)
+    return folder
+
+
+def test_sessions_rebuild_every_prompt_the_agent_sent(recorded, records):
+    sessions = load_recorded_sessions([recorded])  # the folder: both files, GLM questions only
+    assert sorted(s.qid for s in sessions) == sorted(r["qid"] for r in records)  # file order: as they finished
+    assert {s.method for s in sessions} == {"glm"}
+    rows = {json.loads(line)["qid"]: json.loads(line) for line in (recorded / "glm.jsonl").read_text().splitlines()}
+    prompts = load_prompts("dblp")
+    shared = {prompts.classify, prompts.classify_plan, prompts.reason, prompts.act}
+    for session in sessions:
+        events = [e for e in rows[session.qid]["trace"] if e["type"] == "llm"]
+        assert [c.agent for c in session.calls] == [e["agent"] for e in events]
+        for call, event in zip(session.calls, events):
+            assert prompt_hash(join_segments(call.segments)) == event["prompt_sha"]
+            assert call.response == event["response"]["text"]
+            assert call.segments[0].level == 1 and call.segments[0].text in shared
+    keyed = [s.key for session in sessions for call in session.calls for s in call.segments if s.key]
+    assert keyed and all(key.startswith("vertex:") for key in keyed)  # the multi-step questions read vertex chunks
+    graphcot = load_recorded_sessions([recorded / "graphcot.jsonl"], methods=("graphcot",))
+    assert len(graphcot) == len(records) and all(s.method == "graphcot" for s in graphcot)
+
+
+def test_a_torn_last_line_is_skipped_and_other_damage_is_named(recorded, tmp_path):
+    lines = (recorded / "glm.jsonl").read_text().splitlines()
+    torn = tmp_path / "torn.jsonl"
+    torn.write_text("\n".join(lines) + '\n{"qid": "t-9", "tra')
+    assert len(load_recorded_sessions([torn])) == len(lines)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join([lines[0], "not json", *lines[1:]]) + "\n")
+    with pytest.raises(TraceError, match=r"broken\.jsonl:2: not JSON"):
+        load_recorded_sessions([broken])
+    changed = tmp_path / "changed.jsonl"
+    row = json.loads(lines[0])
+    llm = next(e for e in row["trace"] if e["type"] == "llm")
+    llm["segments"][0]["prompt"] = llm["segments"][0]["prompt"].split("@")[0] + "@000000000000"
+    changed.write_text(json.dumps(row) + "\n")
+    with pytest.raises(TraceError, match="record the traces again"):
+        load_recorded_sessions([changed])
+    edited = tmp_path / "edited.jsonl"
+    row = json.loads(lines[0])
+    llm = next(e for e in row["trace"] if e["type"] == "llm")
+    llm["segments"][-1]["text"] += "edited"
+    edited.write_text(json.dumps(row) + "\n")
+    with pytest.raises(TraceError, match="differs from the recorded one"):
+        load_recorded_sessions([edited])
+    with pytest.raises(FileNotFoundError, match="no traces file or folder"):
+        load_recorded_sessions([tmp_path / "missing.jsonl"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(TraceError, match="no \\*.jsonl traces"):
+        load_recorded_sessions([tmp_path / "empty"])
