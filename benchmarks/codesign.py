@@ -15,8 +15,12 @@ then rounds of R-Agent (P1 prompt + P2 notebook + P4 question) and A-Agent (P1 p
 "missing" text) calls; each retrieval adds vertex chunks, drawn from a heavy-tailed (Zipf)
 popularity over the graph's vertices, to the session's notebook; a final R call answers and the
 session ends (end_session demotes its notebook to P3). Many sessions run concurrently (closed
-loop: a session's next call starts when its previous one returns). Until recorded agent traces
-carry segment texts, the traces are synthetic (seeded, printed in the JSON).
+loop: a session's next call starts when its previous one returns). The synthetic workload is
+seeded; its settings are in the JSON.
+
+With --traces (or --record-traces N, which first runs the GLM agent on the synthetic GRBench-schema
+domains), the sessions are recorded GLM questions instead: the agents' real prompts, notebooks,
+vertex chunks and responses, mixed over domains as one server answering all of them sees them.
 
 It also measures fidelity of position-independent chunk reuse (pic, pic0) against full prefill
 on the same prompts: top-1 agreement and KL of the next-token distributions, teacher-forced along
@@ -25,6 +29,8 @@ with --model /path/to/local/checkpoint for that.
 
     python benchmarks/codesign.py                  # about 6-8 minutes on 2 CPU cores
     python benchmarks/codesign.py --quick          # about 2 minutes
+    python benchmarks/codesign.py --record-traces 20 --sessions 100   # recorded GLM sessions
+    python benchmarks/codesign.py --traces runs/glm-traces/           # traces from `glmcot eval` or benchmarks/agents.py --traces
     python benchmarks/codesign.py --model /models/Qwen3-0.6B --device cuda --kv-tokens 60000 --sessions 400
 """
 
@@ -61,6 +67,7 @@ WORDS = ("graph node edge paper author venue citation year title field topic key
          "relation count list answer question fact notebook retrieve feature degree check missing value "
          "network learning model data system method result study analysis review patient drug disease "
          "product brand category book series genre court case judge statute price rating").split()
+FORCED_MAX_TOKENS = 2048  # a cap only: a forced completion ends with its text
 TYPES = ("paper", "author", "venue", "field", "product", "brand")
 
 
@@ -153,6 +160,55 @@ def make_workload(seed: int, num_sessions: int, num_vertices: int, zipf_s: float
     return sessions, prompts
 
 
+def recorded_workload(paths: list[str], seed: int, limit: int | None) -> tuple[list[Session], dict[str, str]]:
+    """Sessions replayed from recorded GLM question traces: the agents' real segments (P-I prompts
+    rebuilt from the package and checked against the recorded prompt hash) and their recorded
+    responses, force-decoded. Files of several domains are mixed in a seeded order, as one server
+    answering every domain would see them."""
+    from glmcot.agents.call_traces import load_recorded_sessions
+    from glmcot.engine import Segment
+
+    recorded = load_recorded_sessions(paths)
+    random.Random(seed).shuffle(recorded)
+    if limit:
+        recorded = recorded[:limit]
+    sessions, prompts = [], {}
+    for number, record in enumerate(recorded):
+        session = Session(f"{record.qid}#{number}")
+        for call in record.calls:
+            for segment in call.segments:
+                if segment.level == 1:
+                    prompts.setdefault(f"{call.agent}:{hash(segment.text)}", segment.text)
+            session.calls.append(Call(call.agent, [Segment(s.text, s.level, s.key) for s in call.segments], call.response))
+        sessions.append(session)
+    return sessions, prompts
+
+
+def record_traces(per_domain: int, domains: list[str], folder: Path, console) -> list[Path]:
+    """Runs the GLM agent (scripted policy: the gold plans) on the synthetic GRBench-schema domains,
+    MiniLM retrieval and the sandbox as in `glmcot eval`, and records its question traces."""
+    from glmcot.agents import AgentConfig, AgentContext, make_backend, run_questions
+    from glmcot.eval.config import default_cache_dir
+    from glmcot.eval.demo import DEMO_SCALE, DEMO_SEED, ensure_dataset, pick_questions
+    from glmcot.eval.questions import load_questions
+
+    paths = []
+    for domain in domains:
+        path = folder / f"{domain}-glm.jsonl"
+        data = ensure_dataset(domain, DEMO_SCALE, DEMO_SEED, default_cache_dir())
+        records = [q.record for q in pick_questions(load_questions(data / "questions.jsonl", domain=domain), per_domain)]
+        console.print(f"[dim]recording {len(records)} {domain} questions (GLM, scripted policy) into {path}[/dim]")
+        with AgentContext(data, domain=domain) as context:
+            backend = make_backend("scripted", questions=records, context=context)
+            try:
+                run_questions(records, method="glm", backend=backend, context=context, config=AgentConfig(domain=domain),
+                              concurrency=4, traces=path, resume=False)
+            finally:
+                backend.close()
+        paths.append(path)
+    return paths
+
+
 # ---- one arm ----------------------------------------------------------------------------------
 def percentile(values: list[float], q: float) -> float | None:
     if not values:
@@ -167,6 +223,7 @@ def engine_config(args, **overrides):
     return EngineConfig(model=args.model, dtype=args.dtype, device=args.device, block_size=args.block_size,
                         kv_cache_tokens=args.kv_tokens, max_num_seqs=args.concurrency * 2,
                         max_num_batched_tokens=args.batch_tokens, pic_recompute_tokens=args.pic_k,
+                        chunk_admission=getattr(args, "chunk_admission", 2),
                         num_threads=args.threads, **overrides)
 
 
@@ -181,7 +238,12 @@ def run_arm(name: str, args, sessions: list[Session], prompts: dict[str, str], p
     while engine.has_unfinished():
         engine.step()
     warm_stats = engine.stats()
-    queue = list(reversed(sessions))
+    # A recorded prompt can outgrow a small model's positions (biomedical notebooks on the tiny
+    # model): such sessions are left out, the same ones in every arm, and counted.
+    fitting = [s for s in sessions if all(
+        len(engine.tokenize_prompt(c.segments)[0]) + len(engine.tokenizer.encode(c.forced)) < engine.max_model_len
+        for c in s.calls)]
+    queue = list(reversed(fitting))
     inflight: dict[str, tuple[Session, int, float]] = {}
     latencies: list[float] = []
     ttfts: list[float] = []
@@ -192,7 +254,7 @@ def run_arm(name: str, args, sessions: list[Session], prompts: dict[str, str], p
 
     def submit(session: Session, index: int) -> None:
         call = session.calls[index]
-        request = engine.add_request(call.segments, SamplingParams(forced_text=call.forced, max_tokens=256),
+        request = engine.add_request(call.segments, SamplingParams(forced_text=call.forced, max_tokens=FORCED_MAX_TOKENS),
                                      session=session.sid)
         inflight[request.request_id] = (session, index, time.perf_counter())
 
@@ -230,7 +292,7 @@ def run_arm(name: str, args, sessions: list[Session], prompts: dict[str, str], p
     busy = stats["busy_time_s"] - warm_stats["busy_time_s"]
     return {
         "arm": name, **ARMS[name],
-        "sessions": done_sessions, "calls": calls, "wall_s": wall, "busy_s": busy, "cpu_s": cpu,
+        "sessions": done_sessions, "sessions_too_long": len(sessions) - len(fitting), "calls": calls, "wall_s": wall, "busy_s": busy, "cpu_s": cpu,
         "throughput_sessions_per_s": done_sessions / wall, "throughput_calls_per_s": calls / wall,
         "throughput_sessions_per_cpu_s": done_sessions / cpu if cpu else None,
         "throughput_sessions_per_busy_s": done_sessions / busy if busy else None,
@@ -245,6 +307,7 @@ def run_arm(name: str, args, sessions: list[Session], prompts: dict[str, str], p
         "chunk_tokens_computed_isolated": stats["chunk_computed_tokens"],
         "chunk_tokens_captured": stats["chunk_captured_tokens"],
         "chunk_fallbacks": stats["chunk_fallbacks"],
+        "chunk_admission_skips": stats["chunk_admission_skips"],
         "generated_tokens": stats["generated_tokens"],
         "steps": stats["steps"] - warm_stats["steps"],
         "preemptions": stats["preemptions"],
@@ -278,7 +341,7 @@ def distributions(engine, calls: list[Call], warm: list[Call]) -> tuple[list[lis
         return logits, sampled
 
     engine.runner.execute = recording
-    ids = [engine.add_request(c.segments, SamplingParams(forced_text=c.forced, max_tokens=256)).request_id for c in calls]
+    ids = [engine.add_request(c.segments, SamplingParams(forced_text=c.forced, max_tokens=FORCED_MAX_TOKENS)).request_id for c in calls]
     while engine.has_unfinished():
         engine.step()
     engine.runner.execute = execute
@@ -385,9 +448,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--batch-tokens", type=int, default=2048, help="max tokens per engine step")
     parser.add_argument("--pic-k", type=int, default=16, help="pic: tokens recomputed at the head of each reused chunk")
+    parser.add_argument("--chunk-admission", type=int, default=2, metavar="N",
+                        help="index a missed chunk the N-th time a prompt holds it (engine chunk_admission)")
     parser.add_argument("--fidelity-prompts", type=int, default=8)
     parser.add_argument("--no-fidelity", action="store_true")
     parser.add_argument("--repeats", type=int, default=1, help="run the arms this many times, interleaved; report the median")
+    parser.add_argument("--traces", nargs="+", default=None, metavar="PATH",
+                        help="replay recorded GLM question traces (files, or folders of *.jsonl) instead of the synthetic workload")
+    parser.add_argument("--record-traces", type=int, default=0, metavar="N",
+                        help="first record N questions per domain with the GLM agent (scripted policy, synthetic tiny "
+                             "domains), then replay them; the traces are kept beside --out")
+    parser.add_argument("--domains", nargs="+", default=["dblp", "amazon", "goodreads", "biomedical", "legal"],
+                        help="domains for --record-traces")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="a smaller run (about 2 minutes on 2 cores)")
     parser.add_argument("--out", default="runs/bench-codesign/codesign.json")
@@ -400,7 +472,13 @@ def main(argv: list[str] | None = None) -> int:
     from rich.progress import Progress
 
     console = Console()
-    sessions, prompts = make_workload(args.seed, args.sessions, args.vertices, args.zipf, args.prompt_words, args.neighbours)
+    out = Path(args.out)
+    if args.record_traces:
+        args.traces = [str(p) for p in record_traces(args.record_traces, args.domains, out.parent / "traces", console)]
+    if args.traces:
+        sessions, prompts = recorded_workload(args.traces, args.seed, args.sessions)
+    else:
+        sessions, prompts = make_workload(args.seed, args.sessions, args.vertices, args.zipf, args.prompt_words, args.neighbours)
     console.print(f"{len(sessions)} sessions, {sum(len(s.calls) for s in sessions)} calls, model {args.model}, "
                   f"KV pool {args.kv_tokens} tokens, {args.concurrency} sessions in flight")
     runs: dict[str, list[dict]] = {name: [] for name in ARMS}
@@ -412,6 +490,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, results in runs.items():
         results.sort(key=lambda r: r["throughput_sessions_per_s"])
         rows[name] = results[len(results) // 2]
+    too_long = rows["lru"]["sessions_too_long"]
+    if too_long:
+        console.print(f"[yellow]{too_long} of {len(sessions)} sessions left out: a call does not fit the model's "
+                      f"{args.model} positions[/]")
     ours = compare(rows, "throughput_sessions_per_s")
     ours_cpu = compare(rows, "throughput_sessions_per_cpu_s")
     fid = None if args.no_fidelity else fidelity(args, sessions)
@@ -421,11 +503,10 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
         "settings": {k: v for k, v in vars(args).items()},
-        "workload": {"synthetic": True, "sessions": len(sessions), "calls": sum(len(s.calls) for s in sessions),
+        "workload": {"synthetic": not args.traces, "traces": args.traces, "sessions": len(sessions), "calls": sum(len(s.calls) for s in sessions),
                      "note": "scripted policy (forced decoding): measures the system, never model accuracy"},
         "arms": rows, "all_runs": runs, "paper": PAPER, "ours_wall": ours, "ours_cpu": ours_cpu, "fidelity": fid,
     }
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, indent=2))
