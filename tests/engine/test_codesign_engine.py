@@ -33,6 +33,7 @@ def notebook_prompt(keys: list[str], question: str, fact: str | None = None) -> 
 def make_llm(ref, **kwargs) -> LLM:
     kwargs.setdefault("block_size", 4)
     kwargs.setdefault("chunk_source", "isolated")  # the exactness tests below need isolated chunks
+    kwargs.setdefault("chunk_admission", 1)  # and chunks indexed the first time they are seen
     return LLM(EngineConfig(model=ref.directory, dtype="float32", num_threads=2, **kwargs))
 
 
@@ -141,6 +142,36 @@ def test_context_source_reuses_the_first_prompts_kv_at_a_new_position(name, refe
         scale = max(want.abs().max().item(), 1.0)
         assert (rows[layer, 0, :reused].double() - want).abs().max().item() <= 1e-4 * scale, f"layer {layer} K"
     assert_all_released(llm)
+
+
+@pytest.mark.parametrize("source", ["context", "isolated"])
+def test_admission_indexes_a_chunk_only_when_it_recurs(source, references):
+    """chunk_admission=2: the first prompt holding a chunk computes it in context and indexes
+    nothing (no copy, no job); the second indexes it; the third reuses it."""
+    ref = references("qwen3-untied")
+    llm = make_llm(ref, chunk_reuse="pic0", chunk_source=source, chunk_admission=2)
+    n = len(llm.engine.tokenizer.encode(CHUNKS["v:A9"]))
+    prompts = [[Segment(head, 2), chunk("v:A9"), Segment("Q?\n", 4)] for head in ("Notebook:\n", "Notes, part two:\n",
+                                                                                 "A third notebook here:\n")]
+    llm.generate([prompts[0]], greedy(1))
+    stats = llm.stats()
+    assert stats["chunk_admission_skips"] == 1 and len(llm.engine.kv.pool.chunks) == 0
+    assert stats["chunk_captured_tokens"] == 0 and stats["chunk_computed_tokens"] == 0
+    llm.generate([prompts[1]], greedy(1))
+    stats = llm.stats()
+    assert stats["chunk_admission_skips"] == 1 and len(llm.engine.kv.pool.chunks) == 1
+    assert stats["chunk_captured_tokens" if source == "context" else "chunk_computed_tokens"] == n
+    hits_before = stats["chunk_hits_tokens"]
+    llm.generate([prompts[2]], greedy(1))
+    assert llm.stats()["chunk_hits_tokens"] - hits_before == n
+    assert_all_released(llm)
+
+
+def test_admission_must_be_positive():
+    from glmcot.engine import EngineConfig
+
+    with pytest.raises(ValueError, match="chunk_admission"):
+        EngineConfig(chunk_admission=0)
 
 
 def test_exact_mode_ignores_keys_and_stays_identical_to_transformers(references):

@@ -35,6 +35,8 @@ class EngineConfig:
     chunk_source: str = "context"  # context: a chunk's KV is taken from the first prompt that computed it, in
     #                                that prompt's context (GLM's Fig. 7, no extra compute) | isolated: computed
     #                                alone by a chunk job (outputs do not depend on what is cached)
+    chunk_admission: int = 2  # a missed chunk is indexed the n-th time a prompt holds it outside a prefix hit
+    #                           (2: chunks seen once stay out of the pool; 1: at once; see core/chunk_reuse.py)
     num_threads: int | None = None  # torch CPU threads; None = all cores
     keep_large_buffers: bool = True  # CPU: keep freed large buffers in the heap (process-wide, see allocator.py)
     cpu_kernels: bool = True  # CPU: decode attention by the C++ kernel (kernels/, compiled at first use); the
@@ -56,6 +58,8 @@ class EngineConfig:
             raise ValueError(f"chunk_source must be context or isolated, got {self.chunk_source!r}")
         if self.pic_recompute_tokens < 0:
             raise ValueError("pic_recompute_tokens must be >= 0")
+        if self.chunk_admission < 1:
+            raise ValueError("chunk_admission must be >= 1")
         if not 0.0 <= self.p1_cap_fraction <= 1.0:
             raise ValueError("p1_cap_fraction must be in [0, 1]")
         if self.num_threads is None:

@@ -17,6 +17,13 @@ Where the cached KV comes from (`chunk_source`):
   step. Every keyed chunk then always gets its isolated KV: outputs do not depend on the cache
   state, but a chunk seen once costs its length twice.
 
+Admission (`admission` = n): a missed chunk is indexed (captured, or computed by a job) only
+the n-th time a prompt holds it outside a prefix hit; before that it is computed in context and
+not indexed. With a heavy-tailed popularity most chunks are seen once, and indexing them costs
+a copy in the pool (context) or a second computation (isolated) that nothing repays; n = 2
+keeps those out at the price of one more in-context computation per chunk that does recur
+(a doorkeeper, as in TinyLFU). Sightings are counted per key in a bounded table.
+
 `pic` recomputes the first k tokens of each chunk in the context of the prompt (EPIC's
 LegoLink: the isolated chunk's first tokens act as a spurious attention sink); `pic0` reuses the
 whole chunk. The prompt's last token is always computed (it gives the logits).
@@ -31,6 +38,7 @@ ends after the last gap.
 from __future__ import annotations
 
 import itertools
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import torch
@@ -44,7 +52,8 @@ from glmcot.engine.sampling_params import SamplingParams
 
 
 STATS = ("chunk_queries_tokens", "chunk_hits_tokens", "chunk_computed_tokens", "chunk_captured_tokens",
-         "chunk_fallbacks", "chunk_capture_skips")
+         "chunk_fallbacks", "chunk_capture_skips", "chunk_admission_skips")
+SIGHTINGS_KEPT = 1 << 16  # keys whose sightings are remembered (least recently seen forgotten first)
 
 
 @dataclass(eq=False)
@@ -74,12 +83,15 @@ def shift_keys(keys: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torc
 
 class ChunkReuse:
     def __init__(self, mode: str, recompute_tokens: int, kv: KVCacheManager, levels: SessionLevels,
-                 source: str = "context") -> None:
+                 source: str = "context", admission: int = 1) -> None:
         if mode not in ("pic", "pic0"):
             raise ValueError(f"chunk reuse mode must be pic or pic0, got {mode!r}")
         if source not in ("context", "isolated"):
             raise ValueError(f"chunk source must be context or isolated, got {source!r}")
-        self.mode, self.source = mode, source
+        if admission < 1:
+            raise ValueError(f"chunk admission must be >= 1, got {admission!r}")
+        self.mode, self.source, self.admission = mode, source, admission
+        self._sightings: OrderedDict[str, int] = OrderedDict()
         self.recompute = recompute_tokens if mode == "pic" else 0
         self.kv, self.pool, self.levels = kv, kv.pool, levels
         self.kv_cache: torch.Tensor | None = None
@@ -94,6 +106,7 @@ class ChunkReuse:
         self.captured_tokens = 0  # tokens indexed from a prompt that computed them in context
         self.fallbacks = 0  # chunks computed in context because the pool had no room for a job
         self.capture_skips = 0  # chunks not indexed because the pool had no room for the copy
+        self.admission_skips = 0  # misses computed in context and not indexed: seen too few times yet
 
     def bind(self, kv_cache: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> None:
         """The engine's KV tensor [layers, 2, blocks, block_size, kv_heads, dim] and rotary tables."""
@@ -160,12 +173,16 @@ class ChunkReuse:
                 self.hits_tokens += use.num_reused
                 self.levels.claim_blocks(use.entry.blocks, use.level, use.session)
                 continue
+            if use.key in self._jobs:
+                self._waiters[use.key].append(use)
+                continue
+            if not self._admit(use.key):
+                request.chunk_uses.remove(use)
+                self.admission_skips += 1
+                continue
             if self.source == "context":
                 request.chunk_uses.remove(use)
                 request.chunk_captures.append(use)
-                continue
-            if use.key in self._jobs:
-                self._waiters[use.key].append(use)
                 continue
             need = -(-len(use.token_ids) // bs)
             if need > self.pool.num_free_blocks:
@@ -209,6 +226,16 @@ class ChunkReuse:
                 self.pool.free(reversed(blocks))
         self._jobs.clear()
         self._waiters.clear()
+
+    def _admit(self, key: str) -> bool:
+        """Counts one more sighting of `key`; True once it has been seen `admission` times."""
+        if self.admission == 1:
+            return True
+        count = self._sightings.pop(key, 0) + 1
+        self._sightings[key] = count
+        if len(self._sightings) > SIGHTINGS_KEPT:
+            self._sightings.popitem(last=False)
+        return count >= self.admission
 
     # ---- progress -----------------------------------------------------------------------------
     def copy(self, request: Request, reach: int, ranges: list[tuple[int, int]]) -> None:
@@ -289,7 +316,7 @@ class ChunkReuse:
 
     def stats(self) -> dict[str, int]:
         values = (self.queries_tokens, self.hits_tokens, self.computed_tokens, self.captured_tokens, self.fallbacks,
-                  self.capture_skips)
+                  self.capture_skips, self.admission_skips)
         return dict(zip(STATS, values))
 
     @staticmethod

@@ -60,7 +60,8 @@ class LLMEngine:
                                  **({"hash_fn": hash_fn} if hash_fn else {}))
         self.levels = SessionLevels(self.kv.pool)
         self.chunks = None if config.chunk_reuse == "exact" else ChunkReuse(
-            config.chunk_reuse, config.pic_recompute_tokens, self.kv, self.levels, config.chunk_source)
+            config.chunk_reuse, config.pic_recompute_tokens, self.kv, self.levels, config.chunk_source,
+            config.chunk_admission)
         self.scheduler = Scheduler(config, self.kv, self.chunks)
         self.runner = ModelRunner(self.model, num_blocks, bs, dtype, config.device, config.cpu_kernels)
         if self.chunks:
