@@ -145,25 +145,28 @@ def test_context_source_reuses_the_first_prompts_kv_at_a_new_position(name, refe
 
 
 @pytest.mark.parametrize("source", ["context", "isolated"])
-def test_admission_indexes_a_chunk_only_when_it_recurs(source, references):
-    """chunk_admission=2: the first prompt holding a chunk computes it in context and indexes
-    nothing (no copy, no job); the second indexes it; the third reuses it."""
+def test_admission_indexes_a_chunk_only_when_a_second_question_reads_it(source, references):
+    """chunk_admission=2: the first question holding a chunk computes it in context and indexes
+    nothing (no copy, no job), even when it sends the chunk again; the second question indexes
+    it; the third reuses it."""
     ref = references("qwen3-untied")
     llm = make_llm(ref, chunk_reuse="pic0", chunk_source=source, chunk_admission=2)
     n = len(llm.engine.tokenizer.encode(CHUNKS["v:A9"]))
-    prompts = [[Segment(head, 2), chunk("v:A9"), Segment("Q?\n", 4)] for head in ("Notebook:\n", "Notes, part two:\n",
-                                                                                 "A third notebook here:\n")]
-    llm.generate([prompts[0]], greedy(1))
+    heads = ("Notebook:\n", "Notes, part two:\n", "A third notebook here:\n", "Fourth:\n")
+    prompts = [[Segment(head, 2), chunk("v:A9"), Segment("Q?\n", 4)] for head in heads]
+    llm.generate(prompts[:2], greedy(1), sessions=["q1", "q1"])
     stats = llm.stats()
-    assert stats["chunk_admission_skips"] == 1 and len(llm.engine.kv.pool.chunks) == 0
+    assert stats["chunk_admission_skips"] == 2 and len(llm.engine.kv.pool.chunks) == 0
     assert stats["chunk_captured_tokens"] == 0 and stats["chunk_computed_tokens"] == 0
-    llm.generate([prompts[1]], greedy(1))
+    llm.generate([prompts[2]], greedy(1), sessions=["q2"])
     stats = llm.stats()
-    assert stats["chunk_admission_skips"] == 1 and len(llm.engine.kv.pool.chunks) == 1
+    assert stats["chunk_admission_skips"] == 2 and len(llm.engine.kv.pool.chunks) == 1
     assert stats["chunk_captured_tokens" if source == "context" else "chunk_computed_tokens"] == n
     hits_before = stats["chunk_hits_tokens"]
-    llm.generate([prompts[2]], greedy(1))
+    llm.generate([prompts[3]], greedy(1), sessions=["q3"])
     assert llm.stats()["chunk_hits_tokens"] - hits_before == n
+    for session in ("q1", "q2", "q3"):
+        llm.end_session(session)
     assert_all_released(llm)
 
 

@@ -18,11 +18,12 @@ Where the cached KV comes from (`chunk_source`):
   state, but a chunk seen once costs its length twice.
 
 Admission (`admission` = n): a missed chunk is indexed (captured, or computed by a job) only
-the n-th time a prompt holds it outside a prefix hit; before that it is computed in context and
-not indexed. With a heavy-tailed popularity most chunks are seen once, and indexing them costs
-a copy in the pool (context) or a second computation (isolated) that nothing repays; n = 2
-keeps those out at the price of one more in-context computation per chunk that does recur
-(a doorkeeper, as in TinyLFU). Sightings are counted per key in a bounded table.
+once n questions have held it outside a prefix hit (a session counts once; a request without a
+session always counts); before that it is computed in context and not indexed. With a
+heavy-tailed popularity most chunks are read by one question, and indexing them costs a copy in
+the pool (context) or a second computation (isolated) that nothing repays; n = 2 keeps those out
+at the price of one more in-context computation per chunk that does recur (a doorkeeper, as in
+TinyLFU). Sightings are counted per key in a bounded table.
 
 `pic` recomputes the first k tokens of each chunk in the context of the prompt (EPIC's
 LegoLink: the isolated chunk's first tokens act as a spurious attention sink); `pic0` reuses the
@@ -91,7 +92,7 @@ class ChunkReuse:
         if admission < 1:
             raise ValueError(f"chunk admission must be >= 1, got {admission!r}")
         self.mode, self.source, self.admission = mode, source, admission
-        self._sightings: OrderedDict[str, int] = OrderedDict()
+        self._sightings: OrderedDict[str, tuple[int, str | None]] = OrderedDict()  # key -> (count, last session)
         self.recompute = recompute_tokens if mode == "pic" else 0
         self.kv, self.pool, self.levels = kv, kv.pool, levels
         self.kv_cache: torch.Tensor | None = None
@@ -176,7 +177,7 @@ class ChunkReuse:
             if use.key in self._jobs:
                 self._waiters[use.key].append(use)
                 continue
-            if not self._admit(use.key):
+            if not self._admit(use.key, use.session):
                 request.chunk_uses.remove(use)
                 self.admission_skips += 1
                 continue
@@ -227,12 +228,16 @@ class ChunkReuse:
         self._jobs.clear()
         self._waiters.clear()
 
-    def _admit(self, key: str) -> bool:
-        """Counts one more sighting of `key`; True once it has been seen `admission` times."""
+    def _admit(self, key: str, session: str | None) -> bool:
+        """Counts one more sighting of `key`; True once it has been seen `admission` times. A
+        session sending the chunk again (its prefix was evicted) is not a new sighting: the
+        count is of the questions that read the chunk."""
         if self.admission == 1:
             return True
-        count = self._sightings.pop(key, 0) + 1
-        self._sightings[key] = count
+        count, last = self._sightings.pop(key, (0, None))
+        if session is None or session != last:
+            count += 1
+        self._sightings[key] = (count, session)
         if len(self._sightings) > SIGHTINGS_KEPT:
             self._sightings.popitem(last=False)
         return count >= self.admission
