@@ -78,3 +78,27 @@ def test_keep_large_buffers_reports_what_it_did():
     # With glibc on Linux both thresholds are accepted; elsewhere nothing is changed.
     glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
     assert keep_large_buffers() is glibc
+
+
+def test_engines_sharing_one_set_of_weights_give_the_same_outputs():
+    """load_for + LLMEngine(loaded=): two engines over one model (each with its own pool and
+    cache) answer exactly as an engine that loaded its own; a mismatched engine is refused."""
+    from glmcot.engine import EngineConfig, SamplingParams
+    from glmcot.engine.core.llm_engine import LLMEngine, load_for
+
+    config = EngineConfig(model="random:qwen3:tiny", num_threads=2, kv_cache_tokens=1024)
+    prompts = ["The graph has a node", "Papers cite other papers and"]
+
+    def run(engine):
+        requests = [engine.add_request(p, SamplingParams(max_tokens=6, ignore_eos=True)) for p in prompts]
+        while engine.has_unfinished():
+            engine.step()
+        return [r.output_token_ids for r in requests]
+
+    alone = run(LLMEngine(config))
+    loaded = load_for(config)
+    first, second = LLMEngine(config, loaded=loaded), LLMEngine(config, loaded=loaded)
+    assert first.model is second.model and first.runner.kv_cache.data_ptr() != second.runner.kv_cache.data_ptr()
+    assert run(first) == alone and run(second) == alone
+    with pytest.raises(ValueError, match="shared model is torch.float32"):
+        LLMEngine(EngineConfig(model="random:qwen3:tiny", dtype="bfloat16", num_threads=2), loaded=loaded)

@@ -22,7 +22,7 @@ from glmcot.engine.core.model_runner import ModelRunner, kv_bytes_per_token
 from glmcot.engine.core.request import Request, SegmentSpan
 from glmcot.engine.core.sampler import sample
 from glmcot.engine.core.scheduler import Scheduler
-from glmcot.engine.models.loader import DTYPES, load_model
+from glmcot.engine.models.loader import DTYPES, LoadedModel, load_model
 from glmcot.engine.outputs import PromptTooLongError, RequestOutput
 
 log = logging.getLogger(__name__)
@@ -33,8 +33,17 @@ DEFAULT_MAX_MODEL_LEN = 8192
 DEFAULT_POOL_TOKENS = 32768
 
 
+def load_for(config: EngineConfig) -> LoadedModel:
+    """The weights an engine with `config` runs (to share among several engines: `loaded=`)."""
+    limit = config.max_model_len or DEFAULT_MAX_MODEL_LEN
+    return load_model(config.model, config.dtype, config.device, limit + 1, config.seed, config.tokenizer)
+
+
 class LLMEngine:
-    def __init__(self, config: EngineConfig, hash_fn: Callable | None = None) -> None:
+    def __init__(self, config: EngineConfig, hash_fn: Callable | None = None, loaded: LoadedModel | None = None) -> None:
+        """`loaded`: weights already loaded (`load_model`) for this model, dtype, device and
+        max_model_len, shared with other engines in the process (each engine keeps its own KV
+        pool, cache and scheduler; the model holds no per-request state)."""
         self.config = config
         if config.device == "cpu":
             torch.set_num_threads(config.num_threads)
@@ -42,7 +51,16 @@ class LLMEngine:
                 keep_large_buffers()
         dtype = DTYPES[config.dtype]
         limit = config.max_model_len or DEFAULT_MAX_MODEL_LEN
-        loaded = load_model(config.model, config.dtype, config.device, limit + 1, config.seed, config.tokenizer)
+        if loaded is None:
+            loaded = load_for(config)
+        else:
+            weights = next(loaded.model.parameters())
+            if weights.dtype != dtype or weights.device.type != torch.device(config.device).type:
+                raise ValueError(f"the shared model is {weights.dtype} on {weights.device}; this engine wants "
+                                 f"{config.dtype} on {config.device}")
+            if loaded.model.rotary.cos.shape[0] < min(limit + 1, loaded.config.max_position_embeddings):
+                raise ValueError(f"the shared model was loaded for {loaded.model.rotary.cos.shape[0] - 1} positions; "
+                                 f"this engine wants max_model_len {limit}")
         self.model, self.model_config, self.tokenizer = loaded.model, loaded.config, loaded.tokenizer
         self.eos_token_ids = set(loaded.config.eos_token_ids) | set(loaded.tokenizer.eos_token_ids)
         per_token = kv_bytes_per_token(self.model, dtype)
