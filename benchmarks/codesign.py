@@ -1,8 +1,12 @@
 """GLM serving co-design benchmark: vertex-chunk KV reuse and four-level priority eviction.
 
 Replays a multi-agent workload through the native engine under KV memory pressure, with forced
-decoding (every forward pass, cache hit and eviction is real; the text is scripted), for three
-arms in the same run, each on a fresh engine:
+decoding (every forward pass, cache hit and eviction is real; the text is scripted), for the
+arms below in the same run, each on its own engine (one copy of the weights). The arms run in
+lock-step, one engine step of each in turn, and each arm's time is the sum of its own steps: on a
+shared, noisy machine the slow and fast moments fall on every arm alike (--sequential runs them
+one after the other). Throughput is sessions per second of the arm's own time; call latency is
+measured in that time too.
 
     lru           vLLM-style prefix caching, LRU eviction, chunk keys ignored (exact)
     lru+chunks    the same plus vertex-chunk reuse (pic, first k tokens of each chunk recomputed;
@@ -168,7 +172,7 @@ def recorded_workload(paths: list[str], seed: int, limit: int | None) -> tuple[l
     from glmcot.agents.call_traces import load_recorded_sessions
     from glmcot.engine import Segment
 
-    recorded = load_recorded_sessions(paths)
+    recorded = sorted(load_recorded_sessions(paths), key=lambda r: r.qid)  # files list questions as they finished
     random.Random(seed).shuffle(recorded)
     if limit:
         recorded = recorded[:limit]
@@ -227,94 +231,145 @@ def engine_config(args, **overrides):
                         num_threads=args.threads, **overrides)
 
 
-def run_arm(name: str, args, sessions: list[Session], prompts: dict[str, str], progress=None) -> dict:
-    from glmcot.engine import SamplingParams, Segment
-    from glmcot.engine.core.llm_engine import LLMEngine
+class ArmReplay:
+    """One arm's closed-loop replay on its own engine, advanced one engine step at a time, so
+    several arms can run in lock-step (`run_arms`): the machine's slow and fast moments then
+    fall on every arm alike, and each arm's time is the sum of its own steps."""
 
-    engine = LLMEngine(engine_config(args, **ARMS[name]))
-    # Warm-up: prefill-only requests put the shared agent prompts in the cache (every arm).
-    for text in prompts.values():
-        engine.add_request([Segment(text, 1)], SamplingParams(max_tokens=0))
-    while engine.has_unfinished():
-        engine.step()
-    warm_stats = engine.stats()
-    # A recorded prompt can outgrow a small model's positions (biomedical notebooks on the tiny
-    # model): such sessions are left out, the same ones in every arm, and counted.
-    fitting = [s for s in sessions if all(
-        len(engine.tokenize_prompt(c.segments)[0]) + len(engine.tokenizer.encode(c.forced)) < engine.max_model_len
-        for c in s.calls)]
-    queue = list(reversed(fitting))
-    inflight: dict[str, tuple[Session, int, float]] = {}
-    latencies: list[float] = []
-    ttfts: list[float] = []
-    session_latency: list[float] = []
-    session_start: dict[str, float] = {}
-    calls = done_sessions = 0
-    task = progress.add_task(f"{name:>10}", total=len(sessions)) if progress else None
+    def __init__(self, name: str, args, sessions: list[Session], prompts: dict[str, str], loaded=None,
+                 progress=None) -> None:
+        from glmcot.engine import SamplingParams, Segment
+        from glmcot.engine.core.llm_engine import LLMEngine
 
-    def submit(session: Session, index: int) -> None:
+        self.name, self.args = name, args
+        self.engine = engine = LLMEngine(engine_config(args, **ARMS[name]), loaded=loaded)
+        # Warm-up: prefill-only requests put the shared agent prompts in the cache (every arm).
+        for text in prompts.values():
+            engine.add_request([Segment(text, 1)], SamplingParams(max_tokens=0))
+        while engine.has_unfinished():
+            engine.step()
+        self.warm_stats = engine.stats()
+        # A recorded prompt can outgrow a small model's positions (biomedical notebooks on the tiny
+        # model): such sessions are left out, the same ones in every arm, and counted.
+        fitting = [s for s in sessions if all(
+            len(engine.tokenize_prompt(c.segments)[0]) + len(engine.tokenizer.encode(c.forced)) < engine.max_model_len
+            for c in s.calls)]
+        self.too_long = len(sessions) - len(fitting)
+        self.queue = list(reversed(fitting))
+        self.inflight: dict[str, tuple[Session, int, float]] = {}
+        self.latencies: list[float] = []  # per call, in this arm's own time
+        self.session_latency: list[float] = []
+        self.session_start: dict[str, float] = {}
+        self.calls = self.done_sessions = 0
+        self.clock = 0.0  # this arm's own time: the sum of its steps
+        self.cpu = 0.0
+        self.progress = progress
+        self.task = progress.add_task(f"{name:>10}", total=len(fitting)) if progress else None
+        while self.queue and len(self.inflight) < args.concurrency:
+            self._start_next()
+
+    @property
+    def finished(self) -> bool:
+        return not self.engine.has_unfinished()
+
+    def _submit(self, session: Session, index: int) -> None:
+        from glmcot.engine import SamplingParams
+
         call = session.calls[index]
-        request = engine.add_request(call.segments, SamplingParams(forced_text=call.forced, max_tokens=FORCED_MAX_TOKENS),
-                                     session=session.sid)
-        inflight[request.request_id] = (session, index, time.perf_counter())
+        request = self.engine.add_request(call.segments, SamplingParams(forced_text=call.forced, max_tokens=FORCED_MAX_TOKENS),
+                                          session=session.sid)
+        self.inflight[request.request_id] = (session, index, self.clock)
 
-    started, cpu_started = time.perf_counter(), time.process_time()
-    while queue and len(inflight) < args.concurrency:
-        session = queue.pop()
-        session_start[session.sid] = time.perf_counter()
-        submit(session, 0)
-    while engine.has_unfinished():
-        for out in engine.step():
-            session, index, submitted = inflight.pop(out.request_id)
-            now = time.perf_counter()
-            latencies.append(now - submitted)
-            if out.metrics.ttft is not None:
-                ttfts.append(out.metrics.ttft)
-            calls += 1
+    def _start_next(self) -> None:
+        session = self.queue.pop()
+        self.session_start[session.sid] = self.clock
+        self._submit(session, 0)
+
+    def step(self) -> None:
+        started, cpu_started = time.perf_counter(), time.process_time()
+        outputs = self.engine.step()
+        self.clock += time.perf_counter() - started
+        self.cpu += time.process_time() - cpu_started
+        for out in outputs:
+            session, index, submitted = self.inflight.pop(out.request_id)
+            self.latencies.append(self.clock - submitted)
+            self.calls += 1
             if index + 1 < len(session.calls):
-                submit(session, index + 1)
+                self._submit(session, index + 1)
                 continue
-            engine.end_session(session.sid)
-            done_sessions += 1
-            session_latency.append(now - session_start.pop(session.sid))
+            self.engine.end_session(session.sid)
+            self.done_sessions += 1
+            self.session_latency.append(self.clock - self.session_start.pop(session.sid))
+            if self.progress:
+                self.progress.advance(self.task)
+            if self.queue:
+                self._start_next()
+
+    def result(self) -> dict:
+        stats, warm = self.engine.stats(), self.warm_stats
+        queries = stats["prefix_queries_tokens"] - warm["prefix_queries_tokens"]
+        prefix_hits = stats["prefix_hits_tokens"] - warm["prefix_hits_tokens"]
+        chunk_hits = stats["chunk_hits_tokens"]
+        wall, cpu, done = self.clock, self.cpu, self.done_sessions
+        return {
+            "arm": self.name, **ARMS[self.name],
+            "sessions": done, "sessions_too_long": self.too_long, "calls": self.calls, "wall_s": wall, "cpu_s": cpu,
+            "throughput_sessions_per_s": done / wall, "throughput_calls_per_s": self.calls / wall,
+            "throughput_sessions_per_cpu_s": done / cpu if cpu else None,
+            "latency_p50_s": percentile(self.latencies, 50), "latency_p99_s": percentile(self.latencies, 99),
+            "session_latency_p50_s": percentile(self.session_latency, 50),
+            "prompt_tokens_queried": queries,
+            "prefix_hit_tokens": prefix_hits, "chunk_hit_tokens": chunk_hits,
+            "prefix_hit_rate": prefix_hits / queries if queries else 0.0,
+            "chunk_hit_rate": chunk_hits / queries if queries else 0.0,
+            "hit_rate": (prefix_hits + chunk_hits) / queries if queries else 0.0,
+            "prefill_tokens_computed": stats["prompt_tokens_computed"] - warm["prompt_tokens_computed"],
+            "chunk_tokens_computed_isolated": stats["chunk_computed_tokens"],
+            "chunk_tokens_captured": stats["chunk_captured_tokens"],
+            "chunk_fallbacks": stats["chunk_fallbacks"],
+            "chunk_admission_skips": stats["chunk_admission_skips"],
+            "generated_tokens": stats["generated_tokens"],
+            "steps": stats["steps"] - warm["steps"],
+            "preemptions": stats["preemptions"],
+            "evictions": {f"P{level}": stats[f"evictions_p{level}"] for level in range(1, 5)},
+            "sessions_demoted_blocks": stats["sessions_demoted_blocks"],
+            "kv_pool_tokens": stats["blocks_total"] * stats["block_size"],
+        }
+
+
+def run_arms(names: list[str], args, sessions: list[Session], prompts: dict[str, str], progress=None,
+             lockstep: bool = True) -> dict[str, dict]:
+    """Every arm on its own engine over one copy of the weights. Lock-step: one engine step of
+    each arm in turn until all are done; otherwise one arm after the other."""
+    from glmcot.engine.core.llm_engine import load_for
+
+    loaded = load_for(engine_config(args))
+    results = {}
+    if not lockstep:
+        for name in names:
+            arm = ArmReplay(name, args, sessions, prompts, loaded, progress)
+            while not arm.finished:
+                arm.step()
+            results[name] = arm.result()
             if progress:
-                progress.advance(task)
-            if queue:
-                nxt = queue.pop()
-                session_start[nxt.sid] = time.perf_counter()
-                submit(nxt, 0)
-    wall = time.perf_counter() - started
-    cpu = time.process_time() - cpu_started  # this process only: steadier than wall time on a shared box
-    stats = engine.stats()
-    queries = stats["prefix_queries_tokens"] - warm_stats["prefix_queries_tokens"]
-    prefix_hits = stats["prefix_hits_tokens"] - warm_stats["prefix_hits_tokens"]
-    chunk_hits = stats["chunk_hits_tokens"]
-    busy = stats["busy_time_s"] - warm_stats["busy_time_s"]
-    return {
-        "arm": name, **ARMS[name],
-        "sessions": done_sessions, "sessions_too_long": len(sessions) - len(fitting), "calls": calls, "wall_s": wall, "busy_s": busy, "cpu_s": cpu,
-        "throughput_sessions_per_s": done_sessions / wall, "throughput_calls_per_s": calls / wall,
-        "throughput_sessions_per_cpu_s": done_sessions / cpu if cpu else None,
-        "throughput_sessions_per_busy_s": done_sessions / busy if busy else None,
-        "latency_p50_s": percentile(latencies, 50), "latency_p99_s": percentile(latencies, 99),
-        "ttft_p50_s": percentile(ttfts, 50), "session_latency_p50_s": percentile(session_latency, 50),
-        "prompt_tokens_queried": queries,
-        "prefix_hit_tokens": prefix_hits, "chunk_hit_tokens": chunk_hits,
-        "prefix_hit_rate": prefix_hits / queries if queries else 0.0,
-        "chunk_hit_rate": chunk_hits / queries if queries else 0.0,
-        "hit_rate": (prefix_hits + chunk_hits) / queries if queries else 0.0,
-        "prefill_tokens_computed": stats["prompt_tokens_computed"] - warm_stats["prompt_tokens_computed"],
-        "chunk_tokens_computed_isolated": stats["chunk_computed_tokens"],
-        "chunk_tokens_captured": stats["chunk_captured_tokens"],
-        "chunk_fallbacks": stats["chunk_fallbacks"],
-        "chunk_admission_skips": stats["chunk_admission_skips"],
-        "generated_tokens": stats["generated_tokens"],
-        "steps": stats["steps"] - warm_stats["steps"],
-        "preemptions": stats["preemptions"],
-        "evictions": {f"P{level}": stats[f"evictions_p{level}"] for level in range(1, 5)},
-        "sessions_demoted_blocks": stats["sessions_demoted_blocks"],
-        "kv_pool_tokens": stats["blocks_total"] * stats["block_size"],
-    }
+                progress.remove_task(arm.task)
+            del arm
+        return results
+    arms = [ArmReplay(name, args, sessions, prompts, loaded, progress) for name in names]
+    while any(not arm.finished for arm in arms):
+        for arm in arms:
+            if not arm.finished:
+                arm.step()
+    for arm in arms:
+        results[arm.name] = arm.result()
+        if progress:
+            progress.remove_task(arm.task)
+    return results
+
+
+def run_arm(name: str, args, sessions: list[Session], prompts: dict[str, str], progress=None) -> dict:
+    """One arm alone, on its own engine."""
+    return run_arms([name], args, sessions, prompts, progress, lockstep=False)[name]
 
 
 # ---- fidelity ---------------------------------------------------------------------------------
@@ -381,17 +436,23 @@ def fidelity(args, sessions: list[Session]) -> dict:
 
 
 # ---- report -----------------------------------------------------------------------------------
-def compare(rows: dict[str, dict], throughput_key: str) -> dict:
-    base, chunks, glm = rows["lru"], rows["lru+chunks"], rows["glm+chunks"]
+def compare(rows: dict[str, dict], throughput_key: str | None) -> dict:
+    """The paper's four effects from the arms that ran (None where an arm is missing, and for
+    throughput without a `throughput_key`)."""
+    base, chunks, glm = rows.get("lru"), rows.get("lru+chunks"), rows.get("glm+chunks")
 
     def pct(a, b):
         return (b / a - 1) * 100 if a else None
 
+    def throughput(old, new):
+        return pct(old[throughput_key], new[throughput_key]) if throughput_key else None
+
+    vertex, priority = base is not None and chunks is not None, chunks is not None and glm is not None
     return {
-        "vertex_hit_points": (chunks["hit_rate"] - base["hit_rate"]) * 100,
-        "vertex_throughput_pct": pct(base[throughput_key], chunks[throughput_key]),
-        "priority_miss_pct": pct(1 - chunks["hit_rate"], 1 - glm["hit_rate"]),
-        "priority_throughput_pct": pct(chunks[throughput_key], glm[throughput_key]),
+        "vertex_hit_points": (chunks["hit_rate"] - base["hit_rate"]) * 100 if vertex else None,
+        "vertex_throughput_pct": throughput(base, chunks) if vertex else None,
+        "priority_miss_pct": pct(1 - chunks["hit_rate"], 1 - glm["hit_rate"]) if priority else None,
+        "priority_throughput_pct": throughput(chunks, glm) if priority else None,
         "throughput_key": throughput_key,
     }
 
@@ -411,7 +472,7 @@ def print_report(rows: dict[str, dict], ours: dict, ours_cpu: dict, fid: dict | 
                       f"{r['latency_p99_s']:.3f}", f"{ev['P1']}/{ev['P2']}/{ev['P3']}/{ev['P4']}", str(r["preemptions"]))
     console.print(table)
     bars = Table(title="Against the paper's ablation (Fig. 15), same run")
-    for col in ("effect", "paper", "ours (wall time)", "ours (CPU time)"):
+    for col in ("effect", "paper", "ours (own step time)", "ours (CPU time)"):
         bars.add_column(col, justify="right")
     labels = {"vertex_hit_points": "vertex reuse: hit rate, points", "vertex_throughput_pct": "vertex reuse: throughput %",
               "priority_miss_pct": "priority eviction: misses %", "priority_throughput_pct": "priority eviction: throughput %"}
@@ -452,6 +513,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="index a missed chunk the N-th time a prompt holds it (engine chunk_admission)")
     parser.add_argument("--fidelity-prompts", type=int, default=8)
     parser.add_argument("--no-fidelity", action="store_true")
+    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS),
+                        help="arms to run (lru, lru+chunks and glm+chunks are needed for the comparison with the paper)")
+    parser.add_argument("--sequential", action="store_true",
+                        help="run the arms one after the other (default: in lock-step, one engine step of each in turn, "
+                             "so a noisy machine slows every arm alike)")
     parser.add_argument("--repeats", type=int, default=1, help="run the arms this many times, interleaved; report the median")
     parser.add_argument("--traces", nargs="+", default=None, metavar="PATH",
                         help="replay recorded GLM question traces (files, or folders of *.jsonl) instead of the synthetic workload")
@@ -481,16 +547,16 @@ def main(argv: list[str] | None = None) -> int:
         sessions, prompts = make_workload(args.seed, args.sessions, args.vertices, args.zipf, args.prompt_words, args.neighbours)
     console.print(f"{len(sessions)} sessions, {sum(len(s.calls) for s in sessions)} calls, model {args.model}, "
                   f"KV pool {args.kv_tokens} tokens, {args.concurrency} sessions in flight")
-    runs: dict[str, list[dict]] = {name: [] for name in ARMS}
+    runs: dict[str, list[dict]] = {name: [] for name in args.arms}
     with Progress(console=console, transient=True) as progress:
         for _ in range(args.repeats):
-            for name in ARMS:
-                runs[name].append(run_arm(name, args, sessions, prompts, progress))
+            for name, result in run_arms(args.arms, args, sessions, prompts, progress, lockstep=not args.sequential).items():
+                runs[name].append(result)
     rows = {}
     for name, results in runs.items():
         results.sort(key=lambda r: r["throughput_sessions_per_s"])
         rows[name] = results[len(results) // 2]
-    too_long = rows["lru"]["sessions_too_long"]
+    too_long = next(iter(rows.values()))["sessions_too_long"]
     if too_long:
         console.print(f"[yellow]{too_long} of {len(sessions)} sessions left out: a call does not fit the model's "
                       f"{args.model} positions[/]")

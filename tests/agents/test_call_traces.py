@@ -70,3 +70,42 @@ def test_a_torn_last_line_is_skipped_and_other_damage_is_named(recorded, tmp_pat
     (tmp_path / "empty").mkdir()
     with pytest.raises(TraceError, match="no \\*.jsonl traces"):
         load_recorded_sessions([tmp_path / "empty"])
+
+
+def _benchmark(name: str):
+    import importlib
+    import sys
+    from pathlib import Path
+
+    folder = str(Path(__file__).resolve().parents[2] / "benchmarks")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module(name)
+
+
+def test_codesign_replays_recorded_sessions_through_the_engine(recorded, records, tmp_path):
+    """benchmarks/codesign.py --traces: every recorded GLM call is force-decoded through the
+    engine in each arm, and the sweep reports cache behaviour per pool size."""
+    codesign = _benchmark("codesign")
+    out = tmp_path / "codesign.json"
+    assert codesign.main(["--traces", str(recorded), "--no-fidelity", "--kv-tokens", "4096", "--concurrency", "2",
+                          "--arms", "lru", "glm+chunks", "--threads", "2", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    calls = sum(len(s.calls) for s in load_recorded_sessions([recorded]))
+    assert result["workload"]["synthetic"] is False and result["workload"]["sessions"] == len(records)
+    for arm in ("lru", "glm+chunks"):
+        row = result["arms"][arm]
+        assert row["sessions"] == len(records) and row["calls"] == calls and row["sessions_too_long"] == 0
+        assert 0 < row["hit_rate"] < 1 and row["prefill_tokens_computed"] < row["prompt_tokens_queried"]
+    assert result["ours_wall"]["vertex_hit_points"] is None  # lru+chunks did not run
+    sweep = _benchmark("codesign_sweep")
+    out = tmp_path / "sweep.json"
+    assert sweep.main(["--traces", str(recorded), "--kv-tokens", "4096", "16384", "--concurrency", "2",
+                       "--arms", "lru", "lru+chunks", "glm+chunks", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    small = {r["arm"]: r for r in result["rows"] if r["kv_pool_tokens"] == 4096}
+    large = {r["arm"]: r for r in result["rows"] if r["kv_pool_tokens"] == 16384}
+    for arm in small:  # a larger pool never loses hits on the same schedule
+        assert large[arm]["hit_rate"] >= small[arm]["hit_rate"]
+    assert out.with_suffix(".png").stat().st_size > 10_000
+    assert [e["kv_pool_tokens"] for e in result["effects"]] == [4096, 16384]

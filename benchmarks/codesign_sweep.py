@@ -1,0 +1,151 @@
+"""Where each co-design effect matters: the codesign arms over a range of KV pool sizes.
+
+Which blocks are cached, hit and evicted depends only on the token sequences and the schedule,
+not on the weights: the completions are forced, and the engine schedules by token counts. So
+this sweep runs the tiny random model (fast) and reports cache behaviour only: hit rate (prefix,
+chunk), prefill tokens computed, evictions per level, and the paper's two cache effects (vertex
+reuse: hit-rate points; priority eviction: change in misses) at each pool size. Throughput needs
+the real model's compute: benchmarks/codesign.py at a chosen pool size measures it.
+
+    python benchmarks/codesign_sweep.py                                # synthetic workload
+    python benchmarks/codesign_sweep.py --record-traces 30 --sessions 60   # recorded GLM sessions
+    python benchmarks/codesign_sweep.py --traces runs/bench-codesign/traces --kv-tokens 16384 32768
+
+Writes a JSON file and a PNG (hit rate and P1/P2 evictions against pool size, one line per arm).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import codesign  # noqa: E402  (the workloads and the arms)
+
+DEFAULT_ARMS = ("lru", "lru+chunks", "glm+chunks")
+LABEL = "cache behaviour only (forced decoding, tiny random model): hit rates and evictions, not throughput"
+
+
+def plot(rows: list[dict], arms: list[str], path: Path, title: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (hits, evictions) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for arm in arms:
+        points = [r for r in rows if r["arm"] == arm]
+        pool = [r["kv_pool_tokens"] for r in points]
+        hits.plot(pool, [100 * r["hit_rate"] for r in points], marker="o", label=arm)
+        evictions.plot(pool, [r["evictions"]["P1"] + r["evictions"]["P2"] for r in points], marker="o", label=arm)
+    hits.set(xlabel="KV pool (tokens)", ylabel="prompt tokens hit (%)", title="Hit rate (prefix + chunk)")
+    evictions.set(xlabel="KV pool (tokens)", ylabel="blocks", title="P1 + P2 blocks evicted")
+    for axes in (hits, evictions):
+        axes.grid(alpha=0.3)
+        axes.legend()
+    figure.suptitle(title, fontsize=11)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--kv-tokens", type=int, nargs="+", default=[8192, 12288, 16384, 24576, 32768, 49152],
+                        help="KV pool sizes (tokens) to sweep")
+    parser.add_argument("--arms", nargs="+", default=list(DEFAULT_ARMS), choices=list(codesign.ARMS))
+    parser.add_argument("--traces", nargs="+", default=None, metavar="PATH", help="recorded GLM question traces to replay")
+    parser.add_argument("--record-traces", type=int, default=0, metavar="N", help="record N questions per domain first")
+    parser.add_argument("--domains", nargs="+", default=["dblp", "amazon", "goodreads", "biomedical", "legal"])
+    parser.add_argument("--sessions", type=int, default=40)
+    parser.add_argument("--concurrency", type=int, default=12)
+    parser.add_argument("--vertices", type=int, default=200)
+    parser.add_argument("--zipf", type=float, default=1.1)
+    parser.add_argument("--neighbours", type=int, default=4)
+    parser.add_argument("--prompt-words", type=int, default=60)
+    parser.add_argument("--chunk-admission", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="runs/bench-codesign/sweep.json")
+    args = parser.parse_args(argv)
+
+    from rich.console import Console
+    from rich.progress import Progress
+    from rich.table import Table
+
+    console = Console()
+    out = Path(args.out)
+    if args.record_traces:
+        args.traces = [str(p) for p in codesign.record_traces(args.record_traces, args.domains, out.parent / "traces", console)]
+    if args.traces:
+        sessions, prompts = codesign.recorded_workload(args.traces, args.seed, args.sessions)
+    else:
+        sessions, prompts = codesign.make_workload(args.seed, args.sessions, args.vertices, args.zipf, args.prompt_words,
+                                                   args.neighbours)
+    engine_args = argparse.Namespace(model="random:qwen3:tiny", dtype="float32", device="cpu", threads=None,
+                                     concurrency=args.concurrency, block_size=16, batch_tokens=2048, pic_k=16,
+                                     chunk_admission=args.chunk_admission, kv_tokens=None)
+    rows: list[dict] = []
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("sweep", total=len(args.kv_tokens) * len(args.arms))
+        for kv in args.kv_tokens:
+            engine_args.kv_tokens = kv
+            for arm in args.arms:
+                result = codesign.run_arm(arm, engine_args, sessions, prompts)
+                keep = ("arm", "kv_pool_tokens", "sessions", "sessions_too_long", "calls", "prompt_tokens_queried",
+                        "hit_rate", "prefix_hit_rate", "chunk_hit_rate", "prefill_tokens_computed", "evictions",
+                        "preemptions", "chunk_tokens_captured", "chunk_admission_skips")
+                rows.append({k: result[k] for k in keep})
+                progress.advance(task)
+    effects = []
+    for kv in args.kv_tokens:
+        at = {r["arm"]: r for r in rows if r["kv_pool_tokens"] == kv}
+        effect = codesign.compare(at, None)
+        effects.append({"kv_pool_tokens": kv, "vertex_hit_points": effect.get("vertex_hit_points"),
+                        "priority_miss_pct": effect.get("priority_miss_pct")})
+    table = Table(title=f"Co-design arms against KV pool size ({len(sessions)} sessions; {LABEL})")
+    for column in ("pool", "arm", "hit", "prefix", "chunk", "prefill tok", "evict P1/P2/P3/P4", "preempt"):
+        table.add_column(column, justify="right")
+    for r in rows:
+        ev = r["evictions"]
+        table.add_row(f"{r['kv_pool_tokens']:,}", r["arm"], f"{r['hit_rate']:.1%}", f"{r['prefix_hit_rate']:.1%}",
+                      f"{r['chunk_hit_rate']:.1%}", f"{r['prefill_tokens_computed']:,}",
+                      f"{ev['P1']}/{ev['P2']}/{ev['P3']}/{ev['P4']}", str(r["preemptions"]))
+    console.print(table)
+    bars = Table(title="The paper's cache effects at each pool size (paper: +17.7 points, -15.1 % misses)")
+    for column in ("pool", "vertex reuse: hit points", "priority eviction: misses %"):
+        bars.add_column(column, justify="right")
+    for e in effects:
+        fmt = (lambda v: "n/a" if v is None else f"{v:+.1f}")
+        bars.add_row(f"{e['kv_pool_tokens']:,}", fmt(e["vertex_hit_points"]), fmt(e["priority_miss_pct"]))
+    console.print(bars)
+    workload = "recorded GLM traces" if args.traces else "synthetic"
+    picture = plot(rows, args.arms, out.with_suffix(".png"), f"{workload}, {len(sessions)} sessions, "
+                   f"{args.concurrency} in flight ({LABEL})")
+    result = {
+        "benchmark": "codesign-sweep", "version": 1, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
+        "settings": vars(args), "label": LABEL,
+        "workload": {"synthetic": not args.traces, "traces": args.traces, "sessions": len(sessions),
+                     "calls": sum(len(s.calls) for s in sessions)},
+        "rows": rows, "effects": effects, "plot": str(picture),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=2))
+    tmp.replace(out)
+    console.print(f"wrote {out} and {picture}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
