@@ -34,7 +34,7 @@ with --model /path/to/local/checkpoint for that.
     python benchmarks/codesign.py                  # about 6-8 minutes on 2 CPU cores
     python benchmarks/codesign.py --quick          # about 2 minutes
     python benchmarks/codesign.py --record-traces 20 --sessions 100   # recorded GLM sessions
-    python benchmarks/codesign.py --traces runs/glm-traces/           # traces from `glmcot eval` or benchmarks/agents.py --traces
+    python benchmarks/codesign.py --traces runs/glm-traces/           # from benchmarks/agents.py --traces or run_questions(traces=)
     python benchmarks/codesign.py --model /models/Qwen3-0.6B --device cuda --kv-tokens 60000 --sessions 400
 """
 
