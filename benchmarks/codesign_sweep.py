@@ -1,8 +1,11 @@
 """Where each co-design effect matters: the codesign arms over a range of KV pool sizes.
 
 Which blocks are cached, hit and evicted depends only on the token sequences and the schedule,
-not on the weights: the completions are forced, and the engine schedules by token counts. So
-this sweep runs the tiny random model (fast) and reports cache behaviour only: hit rate (prefix,
+not on the weights: the completions are forced, and the engine schedules by token counts. It
+does depend on the tokenizer: `random:qwen3:tiny` (the default, fast) uses a small trained BPE
+that makes about 1.75x as many tokens of the same text as Qwen's, so its pool sizes correspond to
+pools about 1.75x larger in Qwen tokens; `--model random:qwen3:0.6b` sweeps in Qwen tokens (the
+same schedule, at the 0.6B model's compute cost). It reports cache behaviour only: hit rate (prefix,
 chunk), prefill tokens computed, evictions per level, and the paper's two cache effects (vertex
 reuse: hit-rate points; priority eviction: change in misses) at each pool size. Throughput needs
 the real model's compute: benchmarks/codesign.py at a chosen pool size measures it.
@@ -30,7 +33,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import codesign  # noqa: E402  (the workloads and the arms)
 
 DEFAULT_ARMS = ("lru", "lru+chunks", "glm+chunks")
-LABEL = "cache behaviour only (forced decoding, tiny random model): hit rates and evictions, not throughput"
+LABEL = "cache behaviour only (forced decoding): hit rates and evictions, not throughput"
 
 
 def plot(rows: list[dict], arms: list[str], path: Path, title: str) -> Path:
@@ -63,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kv-tokens", type=int, nargs="+", default=[8192, 12288, 16384, 24576, 32768, 49152],
                         help="KV pool sizes (tokens) to sweep")
     parser.add_argument("--arms", nargs="+", default=list(DEFAULT_ARMS), choices=list(codesign.ARMS))
+    parser.add_argument("--model", default="random:qwen3:tiny",
+                        help="model whose tokenizer sets the token counts (the weights do not change cache behaviour)")
     parser.add_argument("--traces", nargs="+", default=None, metavar="PATH", help="recorded GLM question traces to replay")
     parser.add_argument("--record-traces", type=int, default=0, metavar="N", help="record N questions per domain first")
     parser.add_argument("--domains", nargs="+", default=["dblp", "amazon", "goodreads", "biomedical", "legal"])
@@ -90,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         sessions, prompts = codesign.make_workload(args.seed, args.sessions, args.vertices, args.zipf, args.prompt_words,
                                                    args.neighbours)
-    engine_args = argparse.Namespace(model="random:qwen3:tiny", dtype="float32", device="cpu", threads=None,
+    engine_args = argparse.Namespace(model=args.model, dtype="float32", device="cpu", threads=None,
                                      concurrency=args.concurrency, block_size=16, batch_tokens=2048, pic_k=16,
                                      chunk_admission=args.chunk_admission, kv_tokens=None)
     rows: list[dict] = []
@@ -129,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     console.print(bars)
     workload = "recorded GLM traces" if args.traces else "synthetic"
     picture = plot(rows, args.arms, out.with_suffix(".png"), f"{workload}, {len(sessions)} sessions, "
-                   f"{args.concurrency} in flight ({LABEL})")
+                   f"{args.concurrency} in flight, {args.model} tokens ({LABEL})")
     result = {
         "benchmark": "codesign-sweep", "version": 1, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
