@@ -565,20 +565,30 @@ def main(argv: list[str] | None = None) -> int:
     fid = None if args.no_fidelity else fidelity(args, sessions)
     print_report(rows, ours, ours_cpu, fid, console)
     result = {
-        "benchmark": "codesign", "version": 2, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
+        "benchmark": "codesign", "version": 2, **run_header(argv),
         "settings": {k: v for k, v in vars(args).items()},
         "workload": {"synthetic": not args.traces, "traces": args.traces, "sessions": len(sessions), "calls": sum(len(s.calls) for s in sessions),
                      "note": "scripted policy (forced decoding): measures the system, never model accuracy"},
         "arms": rows, "all_runs": runs, "paper": PAPER, "ours_wall": ours, "ours_cpu": ours_cpu, "fidelity": fid,
     }
+    write_json(out, result)
+    console.print(f"wrote {out}")
+    return 0
+
+
+def run_header(argv: list[str] | None) -> dict:
+    """The JSON fields every codesign result starts with: when, which command, which machine."""
+    return {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+            "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()}}
+
+
+def write_json(out: Path, result: dict) -> None:
+    """Atomic: a crash never leaves a half-written result."""
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, indent=2))
     tmp.replace(out)
-    console.print(f"wrote {out}")
-    return 0
 
 
 if __name__ == "__main__":

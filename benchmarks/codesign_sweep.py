@@ -20,11 +20,8 @@ Writes a JSON file and a PNG (hit rate and P1/P2 evictions against pool size, on
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -136,18 +133,13 @@ def main(argv: list[str] | None = None) -> int:
     picture = plot(rows, args.arms, out.with_suffix(".png"), f"{workload}, {len(sessions)} sessions, "
                    f"{args.concurrency} in flight, {args.model} tokens ({LABEL})")
     result = {
-        "benchmark": "codesign-sweep", "version": 1, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()},
+        "benchmark": "codesign-sweep", "version": 1, **codesign.run_header(argv),
         "settings": vars(args), "label": LABEL,
         "workload": {"synthetic": not args.traces, "traces": args.traces, "sessions": len(sessions),
                      "calls": sum(len(s.calls) for s in sessions)},
         "rows": rows, "effects": effects, "plot": str(picture),
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=2))
-    tmp.replace(out)
+    codesign.write_json(out, result)
     console.print(f"wrote {out} and {picture}")
     return 0
 
