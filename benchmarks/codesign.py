@@ -182,7 +182,7 @@ def recorded_workload(paths: list[str], seed: int, limit: int | None) -> tuple[l
         for call in record.calls:
             for segment in call.segments:
                 if segment.level == 1:
-                    prompts.setdefault(f"{call.agent}:{hash(segment.text)}", segment.text)
+                    prompts.setdefault(segment.text, segment.text)  # each shared prompt warmed once
             session.calls.append(Call(call.agent, [Segment(s.text, s.level, s.key) for s in call.segments], call.response))
         sessions.append(session)
     return sessions, prompts
