@@ -6,7 +6,9 @@ arms below in the same run, each on its own engine (one copy of the weights). Th
 lock-step, one engine step of each in turn, and each arm's time is the sum of its own steps: on a
 shared, noisy machine the slow and fast moments fall on every arm alike (--sequential runs them
 one after the other). Throughput is sessions per second of the arm's own time; call latency is
-measured in that time too.
+measured in that time too. --control ARM runs a second copy of ARM alongside: the two do
+identical work, so their throughput spread is this run's noise floor (on the tiny model it was
+about 6 %), and an effect smaller than it is not measured.
 
     lru           vLLM-style prefix caching, LRU eviction, chunk keys ignored (exact)
     lru+chunks    the same plus vertex-chunk reuse (pic, first k tokens of each chunk recomputed;
@@ -41,6 +43,7 @@ with --model /path/to/local/checkpoint for that.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -65,6 +68,14 @@ ARMS = {
     "glm+chunks": dict(eviction_policy="glm", chunk_reuse="pic", chunk_source="context"),
     "glm+isolated": dict(eviction_policy="glm", chunk_reuse="pic", chunk_source="isolated"),
 }
+CONTROL_SUFFIX = " (A/A)"  # a second copy of an arm: the spread between the two is the noise floor
+
+
+def arm_settings(name: str) -> dict:
+    """Engine settings of an arm, or of the arm a control copy repeats."""
+    return ARMS[name.removesuffix(CONTROL_SUFFIX)]
+
+
 FIDELITY_MODES = {"pic": ("pic", "context"), "pic0": ("pic0", "context"),
                   "pic isolated": ("pic", "isolated"), "pic0 isolated": ("pic0", "isolated")}
 WORDS = ("graph node edge paper author venue citation year title field topic keyword neighbour weight "
@@ -188,6 +199,33 @@ def recorded_workload(paths: list[str], seed: int, limit: int | None) -> tuple[l
     return sessions, prompts
 
 
+def reuse_ceiling(sessions: list[Session]) -> dict:
+    """How much vertex-chunk reuse could add at most, before any caching: the share of prompt
+    characters in keyed chunks, and in chunks a session reads that an earlier session read too
+    (counted once per session; a session's own re-reads are prefix hits already, as its notebook
+    only grows). No pool size or policy can make chunk hits exceed the second share."""
+    total = chunk = repeated = 0
+    sessions_by_key: dict[str, int] = {}
+    keys_repeated = set()
+    for session in sessions:
+        seen = set()
+        for call in session.calls:
+            for segment in call.segments:
+                total += len(segment.text)
+                if segment.key is None:
+                    continue
+                chunk += len(segment.text)
+                if segment.key in seen:
+                    continue
+                seen.add(segment.key)
+                sessions_by_key[segment.key] = sessions_by_key.get(segment.key, 0) + 1
+                if sessions_by_key[segment.key] > 1:
+                    repeated += len(segment.text)
+                    keys_repeated.add(segment.key)
+    return {"chunk_share": chunk / total if total else 0.0, "cross_session_chunk_share": repeated / total if total else 0.0,
+            "distinct_chunks": len(sessions_by_key), "chunks_in_several_sessions": len(keys_repeated)}
+
+
 def record_traces(per_domain: int, domains: list[str], folder: Path, console) -> list[Path]:
     """Runs the GLM agent (scripted policy: the gold plans) on the synthetic GRBench-schema domains,
     MiniLM retrieval and the sandbox as in `glmcot eval`, and records its question traces."""
@@ -242,7 +280,7 @@ class ArmReplay:
         from glmcot.engine.core.llm_engine import LLMEngine
 
         self.name, self.args = name, args
-        self.engine = engine = LLMEngine(engine_config(args, **ARMS[name]), loaded=loaded)
+        self.engine = engine = LLMEngine(engine_config(args, **arm_settings(name)), loaded=loaded)
         # Warm-up: prefill-only requests put the shared agent prompts in the cache (every arm).
         for text in prompts.values():
             engine.add_request([Segment(text, 1)], SamplingParams(max_tokens=0))
@@ -312,7 +350,7 @@ class ArmReplay:
         chunk_hits = stats["chunk_hits_tokens"]
         wall, cpu, done = self.clock, self.cpu, self.done_sessions
         return {
-            "arm": self.name, **ARMS[self.name],
+            "arm": self.name, **arm_settings(self.name),
             "sessions": done, "sessions_too_long": self.too_long, "calls": self.calls, "wall_s": wall, "cpu_s": cpu,
             "throughput_sessions_per_s": done / wall, "throughput_calls_per_s": self.calls / wall,
             "throughput_sessions_per_cpu_s": done / cpu if cpu else None,
@@ -356,8 +394,13 @@ def run_arms(names: list[str], args, sessions: list[Session], prompts: dict[str,
             del arm
         return results
     arms = [ArmReplay(name, args, sessions, prompts, loaded, progress) for name in names]
-    while any(not arm.finished for arm in arms):
-        for arm in arms:
+    # The arm that steps first in a round can run at a different speed from the others (on the
+    # tiny model, 22 s against 18 s for identical work); rotating the order shares that out.
+    for round_number in itertools.count():
+        if all(arm.finished for arm in arms):
+            break
+        first = round_number % len(arms)
+        for arm in arms[first:] + arms[:first]:
             if not arm.finished:
                 arm.step()
     for arm in arms:
@@ -448,7 +491,10 @@ def compare(rows: dict[str, dict], throughput_key: str | None) -> dict:
         return pct(old[throughput_key], new[throughput_key]) if throughput_key else None
 
     vertex, priority = base is not None and chunks is not None, chunks is not None and glm is not None
+    controls = [(rows[name.removesuffix(CONTROL_SUFFIX)], row) for name, row in rows.items() if name.endswith(CONTROL_SUFFIX)]
     return {
+        # Two copies of one arm doing identical work: an effect smaller than this is noise.
+        "control_throughput_pct": throughput(*controls[0]) if controls and throughput_key else None,
         "vertex_hit_points": (chunks["hit_rate"] - base["hit_rate"]) * 100 if vertex else None,
         "vertex_throughput_pct": throughput(base, chunks) if vertex else None,
         "priority_miss_pct": pct(1 - chunks["hit_rate"], 1 - glm["hit_rate"]) if priority else None,
@@ -475,10 +521,12 @@ def print_report(rows: dict[str, dict], ours: dict, ours_cpu: dict, fid: dict | 
     for col in ("effect", "paper", "ours (own step time)", "ours (CPU time)"):
         bars.add_column(col, justify="right")
     labels = {"vertex_hit_points": "vertex reuse: hit rate, points", "vertex_throughput_pct": "vertex reuse: throughput %",
-              "priority_miss_pct": "priority eviction: misses %", "priority_throughput_pct": "priority eviction: throughput %"}
+              "priority_miss_pct": "priority eviction: misses %", "priority_throughput_pct": "priority eviction: throughput %",
+              "control_throughput_pct": "noise floor: same arm twice, throughput %"}
     for key, label in labels.items():
         fmt = (lambda v: "n/a" if v is None else f"{v:+.1f}")
-        bars.add_row(label, f"{PAPER[key]:+.1f}", fmt(ours[key]), fmt(ours_cpu[key]))
+        if key in PAPER or ours.get(key) is not None:
+            bars.add_row(label, f"{PAPER[key]:+.1f}" if key in PAPER else "-", fmt(ours[key]), fmt(ours_cpu[key]))
     console.print(bars)
     if fid:
         ft = Table(title=f"Fidelity vs full prefill, {fid['prompts']} R-Agent prompts, teacher-forced")
@@ -515,6 +563,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-fidelity", action="store_true")
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS),
                         help="arms to run (lru, lru+chunks and glm+chunks are needed for the comparison with the paper)")
+    parser.add_argument("--control", default=None, choices=list(ARMS), metavar="ARM",
+                        help="also run a second copy of ARM: their throughput spread is the run's noise floor")
     parser.add_argument("--sequential", action="store_true",
                         help="run the arms one after the other (default: in lock-step, one engine step of each in turn, "
                              "so a noisy machine slows every arm alike)")
@@ -547,10 +597,17 @@ def main(argv: list[str] | None = None) -> int:
         sessions, prompts = make_workload(args.seed, args.sessions, args.vertices, args.zipf, args.prompt_words, args.neighbours)
     console.print(f"{len(sessions)} sessions, {sum(len(s.calls) for s in sessions)} calls, model {args.model}, "
                   f"KV pool {args.kv_tokens} tokens, {args.concurrency} sessions in flight")
-    runs: dict[str, list[dict]] = {name: [] for name in args.arms}
+    ceiling = reuse_ceiling(sessions)
+    console.print(f"vertex chunks: {ceiling['chunk_share']:.1%} of prompt characters; read again by a later session: "
+                  f"{ceiling['cross_session_chunk_share']:.1%} ({ceiling['chunks_in_several_sessions']} of "
+                  f"{ceiling['distinct_chunks']} chunks), the most chunk reuse can add to the hit rate")
+    names = list(args.arms) + ([args.control + CONTROL_SUFFIX] if args.control else [])
+    if args.control and args.control not in args.arms:
+        parser.error(f"--control {args.control}: that arm is not in --arms")
+    runs: dict[str, list[dict]] = {name: [] for name in names}
     with Progress(console=console, transient=True) as progress:
         for _ in range(args.repeats):
-            for name, result in run_arms(args.arms, args, sessions, prompts, progress, lockstep=not args.sequential).items():
+            for name, result in run_arms(names, args, sessions, prompts, progress, lockstep=not args.sequential).items():
                 runs[name].append(result)
     rows = {}
     for name, results in runs.items():
@@ -568,7 +625,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "codesign", "version": 2, **run_header(argv),
         "settings": {k: v for k, v in vars(args).items()},
         "workload": {"synthetic": not args.traces, "traces": args.traces, "sessions": len(sessions), "calls": sum(len(s.calls) for s in sessions),
-                     "note": "scripted policy (forced decoding): measures the system, never model accuracy"},
+                     "reuse_ceiling": ceiling, "note": "scripted policy (forced decoding): measures the system, never model accuracy"},
         "arms": rows, "all_runs": runs, "paper": PAPER, "ours_wall": ours, "ours_cpu": ours_cpu, "fidelity": fid,
     }
     write_json(out, result)

@@ -89,14 +89,21 @@ def test_codesign_replays_recorded_sessions_through_the_engine(recorded, records
     codesign = _benchmark("codesign")
     out = tmp_path / "codesign.json"
     assert codesign.main(["--traces", str(recorded), "--no-fidelity", "--kv-tokens", "4096", "--concurrency", "2",
-                          "--arms", "lru", "glm+chunks", "--threads", "2", "--out", str(out)]) == 0
+                          "--arms", "lru", "glm+chunks", "--control", "lru", "--threads", "2", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     calls = sum(len(s.calls) for s in load_recorded_sessions([recorded]))
     assert result["workload"]["synthetic"] is False and result["workload"]["sessions"] == len(records)
-    for arm in ("lru", "glm+chunks"):
+    ceiling = result["workload"]["reuse_ceiling"]
+    assert 0 <= ceiling["cross_session_chunk_share"] <= ceiling["chunk_share"] < 1
+    assert ceiling["chunks_in_several_sessions"] <= ceiling["distinct_chunks"]
+    for arm in ("lru", "glm+chunks", "lru (A/A)"):
         row = result["arms"][arm]
         assert row["sessions"] == len(records) and row["calls"] == calls and row["sessions_too_long"] == 0
         assert 0 < row["hit_rate"] < 1 and row["prefill_tokens_computed"] < row["prompt_tokens_queried"]
+    # The control copy does exactly the work of the arm it repeats; only its time may differ.
+    same = ("hit_rate", "prefill_tokens_computed", "steps", "generated_tokens", "evictions")
+    assert {k: result["arms"]["lru (A/A)"][k] for k in same} == {k: result["arms"]["lru"][k] for k in same}
+    assert isinstance(result["ours_wall"]["control_throughput_pct"], float)
     assert result["ours_wall"]["vertex_hit_points"] is None  # lru+chunks did not run
     sweep = _benchmark("codesign_sweep")
     out = tmp_path / "sweep.json"
@@ -109,3 +116,19 @@ def test_codesign_replays_recorded_sessions_through_the_engine(recorded, records
         assert large[arm]["hit_rate"] >= small[arm]["hit_rate"]
     assert out.with_suffix(".png").stat().st_size > 10_000
     assert [e["kv_pool_tokens"] for e in result["effects"]] == [4096, 16384]
+
+
+def test_reuse_ceiling_counts_chunks_a_later_session_reads_again():
+    from glmcot.engine import Segment
+
+    codesign = _benchmark("codesign")
+    shared, own = Segment("A" * 30, 2, "vertex:a"), Segment("B" * 10, 2, "vertex:b")
+    first = codesign.Session("q1", [codesign.Call("R", [Segment("P" * 40, 1), shared, own], ""),
+                                    codesign.Call("R", [Segment("P" * 40, 1), shared, own], "")])  # its own re-read
+    second = codesign.Session("q2", [codesign.Call("R", [Segment("P" * 40, 1), shared, Segment("Q" * 20, 4)], "")])
+    ceiling = codesign.reuse_ceiling([first, second])
+    total = 80 + 80 + 90
+    assert ceiling == {"chunk_share": (40 + 40 + 30) / total, "cross_session_chunk_share": 30 / total,
+                       "distinct_chunks": 2, "chunks_in_several_sessions": 1}
+    with pytest.raises(SystemExit):
+        codesign.main(["--arms", "lru", "--control", "glm+chunks", "--quick"])  # the control must repeat an arm that runs
