@@ -2,10 +2,11 @@
 
 Which blocks are cached, hit and evicted depends only on the token sequences and the schedule,
 not on the weights: the completions are forced, and the engine schedules by token counts. It
-does depend on the tokenizer: `random:qwen3:tiny` (the default, fast) uses a small trained BPE
-that makes about 1.75x as many tokens of the same text as Qwen's, so its pool sizes correspond to
-pools about 1.75x larger in Qwen tokens; `--model random:qwen3:0.6b` sweeps in Qwen tokens (the
-same schedule, at the 0.6B model's compute cost). It reports cache behaviour only: hit rate (prefix,
+does depend on the tokenizer. The default, `random:qwen3:tiny-qwen-vocab` (the tiny shape with
+the Qwen BPE), counts real Qwen tokens at little more than the tiny model's cost, so its pool
+sizes carry over to a Qwen-sized codesign.py run. `random:qwen3:tiny` uses a small trained BPE
+that makes about 1.75x as many tokens of the same text, so its pools correspond to pools about
+1.75x larger in Qwen tokens. It reports cache behaviour only: hit rate (prefix,
 chunk), prefill tokens computed, evictions per level, and the paper's two cache effects (vertex
 reuse: hit-rate points; priority eviction: change in misses) at each pool size. Throughput needs
 the real model's compute: benchmarks/codesign.py at a chosen pool size measures it.
@@ -60,10 +61,10 @@ def plot(rows: list[dict], arms: list[str], path: Path, title: str) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--kv-tokens", type=int, nargs="+", default=[8192, 12288, 16384, 24576, 32768, 49152],
+    parser.add_argument("--kv-tokens", type=int, nargs="+", default=[4096, 6144, 8192, 12288, 16384, 24576, 32768],
                         help="KV pool sizes (tokens) to sweep")
     parser.add_argument("--arms", nargs="+", default=list(DEFAULT_ARMS), choices=list(codesign.ARMS))
-    parser.add_argument("--model", default="random:qwen3:tiny",
+    parser.add_argument("--model", default="random:qwen3:tiny-qwen-vocab",
                         help="model whose tokenizer sets the token counts (the weights do not change cache behaviour)")
     parser.add_argument("--traces", nargs="+", default=None, metavar="PATH", help="recorded GLM question traces to replay")
     parser.add_argument("--record-traces", type=int, default=0, metavar="N", help="record N questions per domain first")

@@ -102,3 +102,14 @@ def test_engines_sharing_one_set_of_weights_give_the_same_outputs():
     assert run(first) == alone and run(second) == alone
     with pytest.raises(ValueError, match="shared model is torch.float32"):
         LLMEngine(EngineConfig(model="random:qwen3:tiny", dtype="bfloat16", num_threads=2), loaded=loaded)
+
+
+def test_tiny_qwen_vocab_counts_real_qwen_tokens():
+    """The cache-study shape: tiny compute, Qwen's BPE, positions long enough for recorded prompts."""
+    text = "Node DOID:0009 (disease): inflammation of the joints; neighbours: 5 genes, 3 compounds."
+    small, qwen_vocab = (load_model(f"random:qwen3:{size}", "float32", "cpu", 1 << 16) for size in ("tiny", "tiny-qwen-vocab"))
+    assert qwen_vocab.tokenizer.encode(text) == qwen_tokenizer().encode(text)
+    assert len(small.tokenizer.encode(text)) > len(qwen_vocab.tokenizer.encode(text))
+    assert qwen_vocab.config.hidden_size == small.config.hidden_size == 128
+    assert qwen_vocab.config.vocab_size == 151936
+    assert qwen_vocab.config.max_position_embeddings >= 32768 > small.config.max_position_embeddings

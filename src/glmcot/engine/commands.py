@@ -14,7 +14,7 @@ app = typer.Typer(help="The native serving engine: generate with a local checkpo
 
 @app.command()
 def generate(
-    model: str = typer.Option(..., "--model", "-m", help="Checkpoint directory (config.json, *.safetensors, tokenizer.json) or random:<qwen2|qwen3|llama>:<tiny|small|0.6b|8b>."),
+    model: str = typer.Option(..., "--model", "-m", help="Checkpoint directory (config.json, *.safetensors, tokenizer.json) or random:<qwen2|qwen3|llama>:<tiny|tiny-qwen-vocab|small|0.6b|8b>."),
     prompt: str = typer.Option(..., "--prompt", "-p", help="Prompt text, completed as is (raw) unless --chat."),
     max_tokens: int = typer.Option(64, "--max-tokens", help="Most tokens to generate."),
     temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy."),

@@ -87,7 +87,7 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(Path("runs/demo"), "--out", help="Folder for report.md, results.json and the PNG plots."),
         questions: int = typer.Option(4, "--questions", "-n", min=1, help="Questions per domain."),
         domains: str = typer.Option(",".join(DOMAINS), help="Comma-separated domains to run."),
-        model: str = typer.Option("random:qwen3:small", help="Engine model: random:qwen3:<tiny|small|0.6b|8b> (random weights) or a checkpoint dir."),
+        model: str = typer.Option("random:qwen3:small", help="Engine model: random:qwen3:<tiny|tiny-qwen-vocab|small|0.6b|8b> (random weights) or a checkpoint dir."),
         concurrency: Optional[int] = typer.Option(None, help="Questions in flight per method [env GLMCOT_CONCURRENCY; default 4]."),
         ablation: bool = typer.Option(True, "--ablation/--no-ablation", help="Also run the ablation (Figure 15 bars)."),
         quick: bool = typer.Option(False, "--quick", help="Smallest run: 2 questions per domain, a short ablation."),

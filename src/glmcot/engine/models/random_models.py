@@ -2,6 +2,8 @@
 
 Tiny and small shapes use a byte-level BPE trained locally (fast decode, vocab ~1.3k); the
 0.6b/8b shapes use the real Qwen BPE (vocab 151,936) so token counts match real models.
+`tiny-qwen-vocab` is the tiny shape with the Qwen BPE and long positions: cache studies count
+real Qwen tokens at a small fraction of the 0.6b model's compute.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ SHAPES: dict[str, dict] = {
                  num_key_value_heads=2, head_dim=32, max_position_embeddings=4096, rope_theta=10000.0),
     "small": dict(hidden_size=256, intermediate_size=704, num_hidden_layers=4, num_attention_heads=4,
                   num_key_value_heads=2, head_dim=64, max_position_embeddings=8192, rope_theta=10000.0),
+    "tiny-qwen-vocab": dict(hidden_size=128, intermediate_size=352, num_hidden_layers=4, num_attention_heads=4,
+                            num_key_value_heads=2, head_dim=32, max_position_embeddings=40960, rope_theta=1000000.0),
     # Qwen3-0.6B and Qwen3-8B shapes.
     "0.6b": dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
                  num_key_value_heads=8, head_dim=128, max_position_embeddings=40960, rope_theta=1000000.0,
@@ -37,7 +41,7 @@ def parse_spec(spec: str) -> tuple[str, str]:
 
 
 def uses_qwen_tokenizer(size: str) -> bool:
-    return size in ("0.6b", "8b")
+    return size in ("tiny-qwen-vocab", "0.6b", "8b")
 
 
 def random_hf_config(family: str, size: str, eos_token_ids: list[int]) -> dict:
