@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -51,7 +52,7 @@ def plot(rows: list[dict], arms: list[str], path: Path, title: str) -> Path:
     for axes in (hits, evictions):
         axes.grid(alpha=0.3)
         axes.legend()
-    figure.suptitle(title, fontsize=11)
+    figure.suptitle(textwrap.fill(title, 110), fontsize=11)  # a long title is wrapped, not clipped
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=120)

@@ -100,6 +100,7 @@ def test_codesign_replays_recorded_sessions_through_the_engine(recorded, records
         row = result["arms"][arm]
         assert row["sessions"] == len(records) and row["calls"] == calls and row["sessions_too_long"] == 0
         assert 0 < row["hit_rate"] < 1 and row["prefill_tokens_computed"] < row["prompt_tokens_queried"]
+        assert 0 < row["prefill_steps_s"] <= row["wall_s"]
     # The control copy does exactly the work of the arm it repeats; only its time may differ.
     same = ("hit_rate", "prefill_tokens_computed", "steps", "generated_tokens", "evictions")
     assert {k: result["arms"]["lru (A/A)"][k] for k in same} == {k: result["arms"]["lru"][k] for k in same}
