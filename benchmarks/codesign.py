@@ -7,8 +7,8 @@ lock-step, one engine step of each in turn, and each arm's time is the sum of it
 shared, noisy machine the slow and fast moments fall on every arm alike (--sequential runs them
 one after the other). Throughput is sessions per second of the arm's own time; call latency is
 measured in that time too. --control ARM runs a second copy of ARM alongside: the two do
-identical work, so their throughput spread is this run's noise floor (on the tiny model it was
-about 6 %), and an effect smaller than it is not measured.
+identical work, so their throughput spread is this run's noise floor (2-7 % on this 2-core
+machine), and an effect smaller than it is not measured.
 
     lru           vLLM-style prefix caching, LRU eviction, chunk keys ignored (exact)
     lru+chunks    the same plus vertex-chunk reuse (pic, first k tokens of each chunk recomputed;
@@ -357,7 +357,8 @@ class ArmReplay:
         return {
             "arm": self.name, **arm_settings(self.name),
             "sessions": done, "sessions_too_long": self.too_long, "calls": self.calls, "wall_s": wall, "cpu_s": cpu,
-            # Time in steps that computed prompt tokens: fewer prefill tokens can only shorten these.
+            # Time in steps that computed prompt tokens; steps that only decode are work that saving
+            # prefill tokens cannot remove.
             "prefill_steps_s": self.prefill_clock,
             "throughput_sessions_per_s": done / wall, "throughput_calls_per_s": self.calls / wall,
             "throughput_sessions_per_cpu_s": done / cpu if cpu else None,
@@ -401,8 +402,8 @@ def run_arms(names: list[str], args, sessions: list[Session], prompts: dict[str,
             del arm
         return results
     arms = [ArmReplay(name, args, sessions, prompts, loaded, progress) for name in names]
-    # The arm that steps first in a round can run at a different speed from the others (on the
-    # tiny model, 22 s against 18 s for identical work); rotating the order shares that out.
+    # Who steps first changes every round, so no arm always follows the same neighbour. A spread
+    # between identical engines remains (up to 7 % here); --control measures it.
     for round_number in itertools.count():
         if all(arm.finished for arm in arms):
             break
