@@ -251,6 +251,38 @@ def record_traces(per_domain: int, domains: list[str], folder: Path, console) ->
     return paths
 
 
+def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
+    """The workload options codesign.py and codesign_sweep.py share."""
+    parser.add_argument("--sessions", type=int, default=40, help="questions (agent sessions) replayed per arm")
+    parser.add_argument("--concurrency", type=int, default=12, help="sessions in flight")
+    parser.add_argument("--vertices", type=int, default=200, help="distinct vertex chunks in the graph")
+    parser.add_argument("--zipf", type=float, default=1.1, help="Zipf exponent of vertex popularity")
+    parser.add_argument("--neighbours", type=int, default=4, help="neighbour lines per vertex chunk")
+    parser.add_argument("--prompt-words", type=int, default=60, help="words per shared agent prompt (P1)")
+    parser.add_argument("--traces", nargs="+", default=None, metavar="PATH",
+                        help="replay recorded GLM question traces (files, or folders of *.jsonl) instead of the synthetic workload")
+    parser.add_argument("--record-traces", type=int, default=0, metavar="N",
+                        help="first record N questions per domain with the GLM agent (scripted policy, synthetic tiny "
+                             "domains), then replay them; the traces are kept beside --out")
+    parser.add_argument("--domains", nargs="+", default=["dblp", "amazon", "goodreads", "biomedical", "legal"],
+                        help="domains for --record-traces")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def load_workload(args, out: Path, console) -> tuple[list[Session], dict[str, str]]:
+    """The sessions to replay and the shared prompts to warm: recorded (--traces, or
+    --record-traces first, kept beside `out`) or synthetic."""
+    if args.record_traces:
+        args.traces = [str(p) for p in record_traces(args.record_traces, args.domains, out.parent / "traces", console)]
+    if args.traces:
+        return recorded_workload(args.traces, args.seed, args.sessions)
+    return make_workload(args.seed, args.sessions, args.vertices, args.zipf, args.prompt_words, args.neighbours)
+
+
+def signed(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:+.1f}"
+
+
 # ---- one arm ----------------------------------------------------------------------------------
 def percentile(values: list[float], q: float) -> float | None:
     if not values:
@@ -533,9 +565,8 @@ def print_report(rows: dict[str, dict], ours: dict, ours_cpu: dict, fid: dict | 
               "priority_miss_pct": "priority eviction: misses %", "priority_throughput_pct": "priority eviction: throughput %",
               "control_throughput_pct": "noise floor: same arm twice, throughput %"}
     for key, label in labels.items():
-        fmt = (lambda v: "n/a" if v is None else f"{v:+.1f}")
         if key in PAPER or ours.get(key) is not None:
-            bars.add_row(label, f"{PAPER[key]:+.1f}" if key in PAPER else "-", fmt(ours[key]), fmt(ours_cpu[key]))
+            bars.add_row(label, f"{PAPER[key]:+.1f}" if key in PAPER else "-", signed(ours[key]), signed(ours_cpu[key]))
     console.print(bars)
     if fid:
         ft = Table(title=f"Fidelity vs full prefill, {fid['prompts']} R-Agent prompts, teacher-forced")
@@ -556,12 +587,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: all cores)")
-    parser.add_argument("--sessions", type=int, default=40, help="questions (agent sessions) replayed per arm")
-    parser.add_argument("--concurrency", type=int, default=12, help="sessions in flight")
-    parser.add_argument("--vertices", type=int, default=200, help="distinct vertex chunks in the graph")
-    parser.add_argument("--zipf", type=float, default=1.1, help="Zipf exponent of vertex popularity")
-    parser.add_argument("--neighbours", type=int, default=4, help="neighbour lines per vertex chunk")
-    parser.add_argument("--prompt-words", type=int, default=60, help="words per shared agent prompt (P1)")
+    add_workload_arguments(parser)
     parser.add_argument("--kv-tokens", type=int, default=8192, help="KV pool size in tokens (the memory pressure)")
     parser.add_argument("--block-size", type=int, default=16)
     parser.add_argument("--batch-tokens", type=int, default=2048, help="max tokens per engine step")
@@ -578,14 +604,6 @@ def main(argv: list[str] | None = None) -> int:
                         help="run the arms one after the other (default: in lock-step, one engine step of each in turn, "
                              "so a noisy machine slows every arm alike)")
     parser.add_argument("--repeats", type=int, default=1, help="run the arms this many times, interleaved; report the median")
-    parser.add_argument("--traces", nargs="+", default=None, metavar="PATH",
-                        help="replay recorded GLM question traces (files, or folders of *.jsonl) instead of the synthetic workload")
-    parser.add_argument("--record-traces", type=int, default=0, metavar="N",
-                        help="first record N questions per domain with the GLM agent (scripted policy, synthetic tiny "
-                             "domains), then replay them; the traces are kept beside --out")
-    parser.add_argument("--domains", nargs="+", default=["dblp", "amazon", "goodreads", "biomedical", "legal"],
-                        help="domains for --record-traces")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="a smaller run (about 2 minutes on 2 cores)")
     parser.add_argument("--out", default="runs/bench-codesign/codesign.json")
     args = parser.parse_args(argv)
@@ -598,12 +616,7 @@ def main(argv: list[str] | None = None) -> int:
 
     console = Console()
     out = Path(args.out)
-    if args.record_traces:
-        args.traces = [str(p) for p in record_traces(args.record_traces, args.domains, out.parent / "traces", console)]
-    if args.traces:
-        sessions, prompts = recorded_workload(args.traces, args.seed, args.sessions)
-    else:
-        sessions, prompts = make_workload(args.seed, args.sessions, args.vertices, args.zipf, args.prompt_words, args.neighbours)
+    sessions, prompts = load_workload(args, out, console)
     console.print(f"{len(sessions)} sessions, {sum(len(s.calls) for s in sessions)} calls, model {args.model}, "
                   f"KV pool {args.kv_tokens} tokens, {args.concurrency} sessions in flight")
     ceiling = reuse_ceiling(sessions)

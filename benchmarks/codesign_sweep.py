@@ -32,6 +32,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import codesign  # noqa: E402  (the workloads and the arms)
 
 DEFAULT_ARMS = ("lru", "lru+chunks", "glm+chunks")
+# What a sweep row keeps of an arm's result: its cache behaviour, not its timings.
+FIELDS = ("arm", "kv_pool_tokens", "sessions", "sessions_too_long", "calls", "prompt_tokens_queried", "hit_rate",
+          "prefix_hit_rate", "chunk_hit_rate", "prefill_tokens_computed", "evictions", "preemptions",
+          "chunk_tokens_captured", "chunk_admission_skips")
 LABEL = "cache behaviour only (forced decoding): hit rates and evictions, not throughput"
 
 
@@ -67,17 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arms", nargs="+", default=list(DEFAULT_ARMS), choices=list(codesign.ARMS))
     parser.add_argument("--model", default="random:qwen3:tiny-qwen-vocab",
                         help="model whose tokenizer sets the token counts (the weights do not change cache behaviour)")
-    parser.add_argument("--traces", nargs="+", default=None, metavar="PATH", help="recorded GLM question traces to replay")
-    parser.add_argument("--record-traces", type=int, default=0, metavar="N", help="record N questions per domain first")
-    parser.add_argument("--domains", nargs="+", default=["dblp", "amazon", "goodreads", "biomedical", "legal"])
-    parser.add_argument("--sessions", type=int, default=40)
-    parser.add_argument("--concurrency", type=int, default=12)
-    parser.add_argument("--vertices", type=int, default=200)
-    parser.add_argument("--zipf", type=float, default=1.1)
-    parser.add_argument("--neighbours", type=int, default=4)
-    parser.add_argument("--prompt-words", type=int, default=60)
+    codesign.add_workload_arguments(parser)
     parser.add_argument("--chunk-admission", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="runs/bench-codesign/sweep.json")
     args = parser.parse_args(argv)
 
@@ -87,13 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
     console = Console()
     out = Path(args.out)
-    if args.record_traces:
-        args.traces = [str(p) for p in codesign.record_traces(args.record_traces, args.domains, out.parent / "traces", console)]
-    if args.traces:
-        sessions, prompts = codesign.recorded_workload(args.traces, args.seed, args.sessions)
-    else:
-        sessions, prompts = codesign.make_workload(args.seed, args.sessions, args.vertices, args.zipf, args.prompt_words,
-                                                   args.neighbours)
+    sessions, prompts = codesign.load_workload(args, out, console)
     engine_args = argparse.Namespace(model=args.model, dtype="float32", device="cpu", threads=None,
                                      concurrency=args.concurrency, block_size=16, batch_tokens=2048, pic_k=16,
                                      chunk_admission=args.chunk_admission, kv_tokens=None)
@@ -104,10 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             engine_args.kv_tokens = kv
             for arm in args.arms:
                 result = codesign.run_arm(arm, engine_args, sessions, prompts)
-                keep = ("arm", "kv_pool_tokens", "sessions", "sessions_too_long", "calls", "prompt_tokens_queried",
-                        "hit_rate", "prefix_hit_rate", "chunk_hit_rate", "prefill_tokens_computed", "evictions",
-                        "preemptions", "chunk_tokens_captured", "chunk_admission_skips")
-                rows.append({k: result[k] for k in keep})
+                rows.append({k: result[k] for k in FIELDS})
                 progress.advance(task)
     effects = []
     for kv in args.kv_tokens:
@@ -128,8 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     for column in ("pool", "vertex reuse: hit points", "priority eviction: misses %"):
         bars.add_column(column, justify="right")
     for e in effects:
-        fmt = (lambda v: "n/a" if v is None else f"{v:+.1f}")
-        bars.add_row(f"{e['kv_pool_tokens']:,}", fmt(e["vertex_hit_points"]), fmt(e["priority_miss_pct"]))
+        bars.add_row(f"{e['kv_pool_tokens']:,}", codesign.signed(e["vertex_hit_points"]), codesign.signed(e["priority_miss_pct"]))
     console.print(bars)
     workload = "recorded GLM traces" if args.traces else "synthetic"
     picture = plot(rows, args.arms, out.with_suffix(".png"), f"{workload}, {len(sessions)} sessions, "
