@@ -10,7 +10,11 @@ measured in that time too. --control ARM runs a second copy of ARM alongside: th
 identical work, so their throughput spread is this run's noise floor (2-7 % on this 2-core
 machine), and an effect smaller than it is not measured.
 
-    lru           vLLM-style prefix caching, LRU eviction, chunk keys ignored (exact)
+    lru+facts     the paper's vertex-centric-off baseline: the same notebooks cut into single facts
+                  (a line of a vertex chunk, or one fact block) listed by a fixed per-fact score, so
+                  a new fact lands anywhere rather than at the end; prefix caching, LRU eviction
+    lru           vLLM-style prefix caching, LRU eviction, chunk keys ignored (exact); notebooks of
+                  whole vertex chunks appended in order, so a session's next call hits its notebook
     lru+chunks    the same plus vertex-chunk reuse (pic, first k tokens of each chunk recomputed;
                   a chunk's KV is taken from the first prompt that computed it: chunk_source=context)
     glm+chunks    four-level priority eviction (P4, P3, P2, P1) plus vertex-chunk reuse
@@ -43,6 +47,7 @@ with --model /path/to/local/checkpoint for that.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import math
@@ -60,20 +65,30 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 RANDOM_CAVEAT = ("fidelity on random weights says nothing about a real model: rerun this command with "
                  "--model /path/to/local/checkpoint to measure it")
-PAPER = {"vertex_hit_points": 17.7, "vertex_throughput_pct": 41.6, "priority_miss_pct": -15.1,
+# The paper's vertex-centric ablation switches the retrieval unit from single facts (fragments in
+# no stable order, so even similar prompts miss the prefix cache) to vertex chunks with KV reuse:
+# here lru+facts against lru+chunks.
+PAPER = {"vertex_centric_hit_points": 17.7, "vertex_centric_throughput_pct": 41.6, "priority_miss_pct": -15.1,
          "priority_throughput_pct": 14.3}
 ARMS = {
+    "lru+facts": dict(eviction_policy="lru", chunk_reuse="exact"),
     "lru": dict(eviction_policy="lru", chunk_reuse="exact"),
     "lru+chunks": dict(eviction_policy="lru", chunk_reuse="pic", chunk_source="context"),
     "glm+chunks": dict(eviction_policy="glm", chunk_reuse="pic", chunk_source="context"),
     "glm+isolated": dict(eviction_policy="glm", chunk_reuse="pic", chunk_source="isolated"),
 }
+FACT_ARMS = frozenset({"lru+facts"})  # arms that replay notebooks of single facts (fact_notebook)
 CONTROL_SUFFIX = " (A/A)"  # a second copy of an arm: the spread between the two is the noise floor
 
 
 def arm_settings(name: str) -> dict:
     """Engine settings of an arm, or of the arm a control copy repeats."""
     return ARMS[name.removesuffix(CONTROL_SUFFIX)]
+
+
+def arm_notebook(name: str) -> str:
+    """The retrieval unit an arm's notebooks are made of."""
+    return "facts" if name.removesuffix(CONTROL_SUFFIX) in FACT_ARMS else "vertex chunks"
 
 
 FIDELITY_MODES = {"pic": ("pic", "context"), "pic0": ("pic0", "context"),
@@ -199,6 +214,36 @@ def recorded_workload(paths: list[str], seed: int, limit: int | None) -> tuple[l
     return sessions, prompts
 
 
+def fact_notebook(segments: list) -> list:
+    """One prompt with its notebook (the P2 segments) rewritten as the paper's fact-unit baseline
+    sees it: the same text, cut into single facts (each line of a vertex chunk; each other
+    notebook entry whole) and listed by a fixed score per fact, as a retriever ranking facts lists
+    them. A fact keeps its place relative to the older ones, but a new fact can land anywhere, not
+    only at the end, and facts carry no chunk key. A leading one-line title ("Notebook:") stays
+    first. No text is added or dropped, so both units cost the same tokens."""
+    from glmcot.engine import Segment
+
+    first = next((i for i, s in enumerate(segments) if s.level == 2), None)
+    if first is None:
+        return list(segments)
+    title, facts = "", []
+    for index, segment in enumerate(s for s in segments if s.level == 2):
+        if segment.key is not None:
+            facts.extend(segment.text.splitlines(keepends=True))
+        elif index == 0 and segment.text.count("\n") <= 1:
+            title = segment.text
+        else:
+            facts.append(segment.text)
+    facts.sort(key=lambda fact: hashlib.sha1(fact.encode()).digest())
+    notebook = Segment(title + "".join(facts), 2)
+    return [*segments[:first], notebook, *(s for s in segments[first:] if s.level != 2)]
+
+
+def fact_sessions(sessions: list[Session]) -> list[Session]:
+    """The sessions with every notebook rewritten by `fact_notebook` (the forced text unchanged)."""
+    return [Session(s.sid, [Call(c.agent, fact_notebook(c.segments), c.forced) for c in s.calls]) for s in sessions]
+
+
 def reuse_ceiling(sessions: list[Session]) -> dict:
     """How much vertex-chunk reuse could add at most, before any caching: the share of prompt
     characters in keyed chunks, and in chunks a session reads that an earlier session read too
@@ -312,6 +357,8 @@ class ArmReplay:
         from glmcot.engine.core.llm_engine import LLMEngine
 
         self.name, self.args = name, args
+        if arm_notebook(name) == "facts":
+            sessions = fact_sessions(sessions)
         self.engine = engine = LLMEngine(engine_config(args, **arm_settings(name)), loaded=loaded)
         # Warm-up: prefill-only requests put the shared agent prompts in the cache (every arm).
         for text in prompts.values():
@@ -387,7 +434,7 @@ class ArmReplay:
         chunk_hits = stats["chunk_hits_tokens"]
         wall, cpu, done = self.clock, self.cpu, self.done_sessions
         return {
-            "arm": self.name, **arm_settings(self.name),
+            "arm": self.name, **arm_settings(self.name), "notebook": arm_notebook(self.name),
             "sessions": done, "sessions_too_long": self.too_long, "calls": self.calls, "wall_s": wall, "cpu_s": cpu,
             # Time in steps that computed prompt tokens; steps that only decode are work that saving
             # prefill tokens cannot remove.
@@ -522,7 +569,7 @@ def fidelity(args, sessions: list[Session]) -> dict:
 def compare(rows: dict[str, dict], throughput_key: str | None) -> dict:
     """The paper's four effects from the arms that ran (None where an arm is missing, and for
     throughput without a `throughput_key`)."""
-    base, chunks, glm = rows.get("lru"), rows.get("lru+chunks"), rows.get("glm+chunks")
+    facts, base, chunks, glm = rows.get("lru+facts"), rows.get("lru"), rows.get("lru+chunks"), rows.get("glm+chunks")
 
     def pct(a, b):
         return (b / a - 1) * 100 if a else None
@@ -530,12 +577,23 @@ def compare(rows: dict[str, dict], throughput_key: str | None) -> dict:
     def throughput(old, new):
         return pct(old[throughput_key], new[throughput_key]) if throughput_key else None
 
+    def points(old, new):
+        return (new["hit_rate"] - old["hit_rate"]) * 100 if old is not None and new is not None else None
+
     vertex, priority = base is not None and chunks is not None, chunks is not None and glm is not None
+    centric, unit = facts is not None and chunks is not None, facts is not None and base is not None
     controls = [(rows[name.removesuffix(CONTROL_SUFFIX)], row) for name, row in rows.items() if name.endswith(CONTROL_SUFFIX)]
     return {
         # Two copies of one arm doing identical work: an effect smaller than this is noise.
         "control_throughput_pct": throughput(*controls[0]) if controls and throughput_key else None,
-        "vertex_hit_points": (chunks["hit_rate"] - base["hit_rate"]) * 100 if vertex else None,
+        # The paper's vertex-centric ablation: fact notebooks -> vertex chunks with KV reuse ...
+        "vertex_centric_hit_points": points(facts, chunks),
+        "vertex_centric_throughput_pct": throughput(facts, chunks) if centric else None,
+        # ... of which whole chunks appended in order (prefix hits on a session's own notebook) ...
+        "unit_hit_points": points(facts, base),
+        "unit_throughput_pct": throughput(facts, base) if unit else None,
+        # ... and chunk KV reused at any position (hits on other sessions' chunks).
+        "vertex_hit_points": points(base, chunks),
         "vertex_throughput_pct": throughput(base, chunks) if vertex else None,
         "priority_miss_pct": pct(1 - chunks["hit_rate"], 1 - glm["hit_rate"]) if priority else None,
         "priority_throughput_pct": throughput(chunks, glm) if priority else None,
@@ -561,7 +619,12 @@ def print_report(rows: dict[str, dict], ours: dict, ours_cpu: dict, fid: dict | 
     bars = Table(title="Against the paper's ablation (Fig. 15), same run")
     for col in ("effect", "paper", "ours (own step time)", "ours (CPU time)"):
         bars.add_column(col, justify="right")
-    labels = {"vertex_hit_points": "vertex reuse: hit rate, points", "vertex_throughput_pct": "vertex reuse: throughput %",
+    labels = {"vertex_centric_hit_points": "vertex-centric (facts -> chunks + reuse): hit rate, points",
+              "vertex_centric_throughput_pct": "vertex-centric: throughput %",
+              "unit_hit_points": "  of which chunks as the unit (facts -> lru): points",
+              "unit_throughput_pct": "  of which chunks as the unit: throughput %",
+              "vertex_hit_points": "  of which chunk KV reuse (lru -> lru+chunks): points",
+              "vertex_throughput_pct": "  of which chunk KV reuse: throughput %",
               "priority_miss_pct": "priority eviction: misses %", "priority_throughput_pct": "priority eviction: throughput %",
               "control_throughput_pct": "noise floor: same arm twice, throughput %"}
     for key, label in labels.items():
@@ -597,7 +660,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fidelity-prompts", type=int, default=8)
     parser.add_argument("--no-fidelity", action="store_true")
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS),
-                        help="arms to run (lru, lru+chunks and glm+chunks are needed for the comparison with the paper)")
+                        help="arms to run (lru+facts, lru+chunks and glm+chunks are needed for the comparison with the paper; lru "
+                             "splits the vertex-centric effect into its two parts)")
     parser.add_argument("--control", default=None, choices=list(ARMS), metavar="ARM",
                         help="also run a second copy of ARM: their throughput spread is the run's noise floor")
     parser.add_argument("--sequential", action="store_true",
@@ -622,7 +686,7 @@ def main(argv: list[str] | None = None) -> int:
     ceiling = reuse_ceiling(sessions)
     console.print(f"vertex chunks: {ceiling['chunk_share']:.1%} of prompt characters; read again by a later session: "
                   f"{ceiling['cross_session_chunk_share']:.1%} ({ceiling['chunks_in_several_sessions']} of "
-                  f"{ceiling['distinct_chunks']} chunks), the most chunk reuse can add to the hit rate")
+                  f"{ceiling['distinct_chunks']} chunks), the most chunk KV reuse can add to lru's hit rate")
     names = list(args.arms) + ([args.control + CONTROL_SUFFIX] if args.control else [])
     if args.control and args.control not in args.arms:
         parser.error(f"--control {args.control}: that arm is not in --arms")
@@ -644,7 +708,7 @@ def main(argv: list[str] | None = None) -> int:
     fid = None if args.no_fidelity else fidelity(args, sessions)
     print_report(rows, ours, ours_cpu, fid, console)
     result = {
-        "benchmark": "codesign", "version": 2, **run_header(argv),
+        "benchmark": "codesign", "version": 3, **run_header(argv),
         "settings": {k: v for k, v in vars(args).items()},
         "workload": {"synthetic": not args.traces, "traces": args.traces, "sessions": len(sessions), "calls": sum(len(s.calls) for s in sessions),
                      "reuse_ceiling": ceiling, "note": "scripted policy (forced decoding): measures the system, never model accuracy"},

@@ -8,7 +8,8 @@ sizes carry over to a Qwen-sized codesign.py run. `random:qwen3:tiny` uses a sma
 that makes about 1.75x as many tokens of the same text, so its pools correspond to pools about
 1.75x larger in Qwen tokens. It reports cache behaviour only: hit rate (prefix,
 chunk), prefill tokens computed, evictions per level, and the paper's two cache effects (vertex
-reuse: hit-rate points; priority eviction: change in misses) at each pool size. Throughput needs
+reuse: hit-rate points against fact notebooks, split into its two parts; priority eviction:
+change in misses) at each pool size. Throughput needs
 the real model's compute: benchmarks/codesign.py at a chosen pool size measures it.
 
     python benchmarks/codesign_sweep.py                                # synthetic workload
@@ -31,11 +32,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import codesign  # noqa: E402  (the workloads and the arms)
 
-DEFAULT_ARMS = ("lru", "lru+chunks", "glm+chunks")
+DEFAULT_ARMS = ("lru+facts", "lru", "lru+chunks", "glm+chunks")
 # What a sweep row keeps of an arm's result: its cache behaviour, not its timings.
 FIELDS = ("arm", "kv_pool_tokens", "sessions", "sessions_too_long", "calls", "prompt_tokens_queried", "hit_rate",
           "prefix_hit_rate", "chunk_hit_rate", "prefill_tokens_computed", "evictions", "preemptions",
           "chunk_tokens_captured", "chunk_admission_skips")
+# The cache effects a sweep row reports: the paper's vertex-centric one, its two parts, priority eviction.
+EFFECTS = ("vertex_centric_hit_points", "unit_hit_points", "vertex_hit_points", "priority_miss_pct")
 LABEL = "cache behaviour only (forced decoding): hit rates and evictions, not throughput"
 
 
@@ -99,8 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     for kv in args.kv_tokens:
         at = {r["arm"]: r for r in rows if r["kv_pool_tokens"] == kv}
         effect = codesign.compare(at, None)
-        effects.append({"kv_pool_tokens": kv, "vertex_hit_points": effect.get("vertex_hit_points"),
-                        "priority_miss_pct": effect.get("priority_miss_pct")})
+        effects.append({"kv_pool_tokens": kv, **{key: effect.get(key) for key in EFFECTS}})
     table = Table(title=f"Co-design arms against KV pool size ({len(sessions)} sessions; {LABEL})")
     for column in ("pool", "arm", "hit", "prefix", "chunk", "prefill tok", "evict P1/P2/P3/P4", "preempt"):
         table.add_column(column, justify="right")
@@ -110,11 +112,13 @@ def main(argv: list[str] | None = None) -> int:
                       f"{r['chunk_hit_rate']:.1%}", f"{r['prefill_tokens_computed']:,}",
                       f"{ev['P1']}/{ev['P2']}/{ev['P3']}/{ev['P4']}", str(r["preemptions"]))
     console.print(table)
-    bars = Table(title="The paper's cache effects at each pool size (paper: +17.7 points, -15.1 % misses)")
-    for column in ("pool", "vertex reuse: hit points", "priority eviction: misses %"):
+    bars = Table(title="The paper's cache effects at each pool size (paper: vertex-centric +17.7 points, "
+                       "priority eviction -15.1 % misses)")
+    for column in ("pool", "vertex-centric: hit points", "of which chunk unit", "of which chunk reuse",
+                   "priority eviction: misses %"):
         bars.add_column(column, justify="right")
     for e in effects:
-        bars.add_row(f"{e['kv_pool_tokens']:,}", codesign.signed(e["vertex_hit_points"]), codesign.signed(e["priority_miss_pct"]))
+        bars.add_row(f"{e['kv_pool_tokens']:,}", *(codesign.signed(e[key]) for key in EFFECTS))
     console.print(bars)
     workload = "recorded GLM traces" if args.traces else "synthetic"
     picture = plot(rows, args.arms, out.with_suffix(".png"), f"{workload}, {len(sessions)} sessions, "

@@ -89,7 +89,8 @@ def test_codesign_replays_recorded_sessions_through_the_engine(recorded, records
     codesign = _benchmark("codesign")
     out = tmp_path / "codesign.json"
     assert codesign.main(["--traces", str(recorded), "--no-fidelity", "--kv-tokens", "4096", "--concurrency", "2",
-                          "--arms", "lru", "glm+chunks", "--control", "lru", "--threads", "2", "--out", str(out)]) == 0
+                          "--arms", "lru+facts", "lru", "glm+chunks", "--control", "lru", "--threads", "2",
+                          "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     calls = sum(len(s.calls) for s in load_recorded_sessions([recorded]))
     assert result["workload"]["synthetic"] is False and result["workload"]["sessions"] == len(records)
@@ -106,6 +107,13 @@ def test_codesign_replays_recorded_sessions_through_the_engine(recorded, records
     assert {k: result["arms"]["lru (A/A)"][k] for k in same} == {k: result["arms"]["lru"][k] for k in same}
     assert isinstance(result["ours_wall"]["control_throughput_pct"], float)
     assert result["ours_wall"]["vertex_hit_points"] is None  # lru+chunks did not run
+    assert result["ours_wall"]["vertex_centric_hit_points"] is None
+    facts, chunks = result["arms"]["lru+facts"], result["arms"]["lru"]
+    assert facts["notebook"] == "facts" and chunks["notebook"] == "vertex chunks"
+    assert facts["calls"] == calls and facts["chunk_hit_tokens"] == 0
+    # The same text in another order: the prompts cost about the same tokens.
+    assert abs(facts["prompt_tokens_queried"] / chunks["prompt_tokens_queried"] - 1) < 0.02
+    assert result["ours_wall"]["unit_hit_points"] == pytest.approx((chunks["hit_rate"] - facts["hit_rate"]) * 100)
     sweep = _benchmark("codesign_sweep")
     out = tmp_path / "sweep.json"
     assert sweep.main(["--traces", str(recorded), "--kv-tokens", "4096", "16384", "--concurrency", "2",
@@ -133,3 +141,31 @@ def test_reuse_ceiling_counts_chunks_a_later_session_reads_again():
                        "distinct_chunks": 2, "chunks_in_several_sessions": 1}
     with pytest.raises(SystemExit):
         codesign.main(["--arms", "lru", "--control", "glm+chunks", "--quick"])  # the control must repeat an arm that runs
+
+
+def test_fact_notebook_keeps_the_text_but_not_the_order():
+    """The paper's fact-unit baseline: the notebook's chunks cut into single facts, listed by a
+    fixed score; a new fact can land before older ones, so the old notebook is no prefix."""
+    from glmcot.engine import Segment
+
+    codesign = _benchmark("codesign")
+    head, question = Segment("P" * 40, 1), Segment("Question: which?\n", 4)
+    title = Segment("Notebook:\n", 2)
+    first = Segment("[node 1 | paper]\ntitle: Graphs\nyear: 2001\n", 2, "vertex:1")
+    block = Segment('<fact n="1">\nFound:\nGraphs\n</fact>\n', 2)
+    second = Segment("".join(f"[node 2 | author]\nname: A{i}\n" if i == 0 else f"paper {i}: P{i}\n" for i in range(12)),
+                     2, "vertex:2")
+    before = codesign.fact_notebook([head, title, first, block, question])
+    after = codesign.fact_notebook([head, title, first, block, second, question])
+    assert [s.level for s in before] == [1, 2, 4] and before[0] is head and before[2] is question
+    assert all(s.key is None for s in before + after)
+    old, new = before[1].text, after[1].text
+    assert old.startswith("Notebook:\n") and new.startswith("Notebook:\n")
+    assert block.text in old and block.text in new  # a fact block stays whole
+    lines = first.text.splitlines(keepends=True)
+    assert sorted(old.replace(block.text, "").splitlines(keepends=True)) == sorted(["Notebook:\n", *lines])
+    assert len(new) == len(title.text + first.text + block.text + second.text)  # nothing added or dropped
+    units = [*lines, block.text]
+    assert sorted(units, key=new.index) == sorted(units, key=old.index)  # older facts keep their order
+    assert not new.startswith(old)  # ... but new ones land among them: no prefix hit on the old notebook
+    assert codesign.fact_notebook([head, question]) == [head, question]
