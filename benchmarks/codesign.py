@@ -8,7 +8,9 @@ shared, noisy machine the slow and fast moments fall on every arm alike (--seque
 one after the other). Throughput is sessions per second of the arm's own time; call latency is
 measured in that time too. --control ARM runs a second copy of ARM alongside: the two do
 identical work, so their throughput spread is this run's noise floor (2-7 % on this 2-core
-machine), and an effect smaller than it is not measured.
+machine), and an effect smaller than it is not measured. Most of that spread follows the order the
+engines' KV pools were allocated (on this VM the first is faster for a whole run): --repeats N
+creates the engines in a rotated order each time and reports the median.
 
     lru+facts     the paper's vertex-centric-off baseline: the same notebooks cut into single facts
                   (a line of a vertex chunk, or one fact block) listed by a fixed per-fact score, so
@@ -480,6 +482,9 @@ def run_arms(names: list[str], args, sessions: list[Session], prompts: dict[str,
                 progress.remove_task(arm.task)
             del arm
         return results
+    # Engines are created in the order given. On this VM the KV pool allocated first is faster
+    # for a whole run (6-10 % of decode time; swapping two engines' pools moves the gap with the
+    # pools), so main() rotates the order between repeats.
     arms = [ArmReplay(name, args, sessions, prompts, loaded, progress) for name in names]
     # Who steps first changes every round, so no arm always follows the same neighbour. A spread
     # between identical engines remains (up to 7 % here); --control measures it.
@@ -490,8 +495,8 @@ def run_arms(names: list[str], args, sessions: list[Session], prompts: dict[str,
         for arm in arms[first:] + arms[:first]:
             if not arm.finished:
                 arm.step()
-    for arm in arms:
-        results[arm.name] = arm.result()
+    for position, arm in enumerate(arms):
+        results[arm.name] = {**arm.result(), "created": position}
         if progress:
             progress.remove_task(arm.task)
     return results
@@ -667,7 +672,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sequential", action="store_true",
                         help="run the arms one after the other (default: in lock-step, one engine step of each in turn, "
                              "so a noisy machine slows every arm alike)")
-    parser.add_argument("--repeats", type=int, default=1, help="run the arms this many times, interleaved; report the median")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="run the arms this many times, the engines created in a rotated order each time (the "
+                             "first KV pool allocated can be faster); report the median")
     parser.add_argument("--quick", action="store_true", help="a smaller run (about 2 minutes on 2 cores)")
     parser.add_argument("--out", default="runs/bench-codesign/codesign.json")
     args = parser.parse_args(argv)
@@ -692,8 +699,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--control {args.control}: that arm is not in --arms")
     runs: dict[str, list[dict]] = {name: [] for name in names}
     with Progress(console=console, transient=True) as progress:
-        for _ in range(args.repeats):
-            for name, result in run_arms(names, args, sessions, prompts, progress, lockstep=not args.sequential).items():
+        for repeat in range(args.repeats):
+            order = names[repeat % len(names):] + names[:repeat % len(names)]  # each arm takes its turn first
+            for name, result in run_arms(order, args, sessions, prompts, progress, lockstep=not args.sequential).items():
                 runs[name].append(result)
     rows = {}
     for name, results in runs.items():

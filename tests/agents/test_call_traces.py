@@ -90,7 +90,7 @@ def test_codesign_replays_recorded_sessions_through_the_engine(recorded, records
     out = tmp_path / "codesign.json"
     assert codesign.main(["--traces", str(recorded), "--no-fidelity", "--kv-tokens", "4096", "--concurrency", "2",
                           "--arms", "lru+facts", "lru", "glm+chunks", "--control", "lru", "--threads", "2",
-                          "--out", str(out)]) == 0
+                          "--repeats", "2", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     calls = sum(len(s.calls) for s in load_recorded_sessions([recorded]))
     assert result["workload"]["synthetic"] is False and result["workload"]["sessions"] == len(records)
@@ -108,6 +108,8 @@ def test_codesign_replays_recorded_sessions_through_the_engine(recorded, records
     assert isinstance(result["ours_wall"]["control_throughput_pct"], float)
     assert result["ours_wall"]["vertex_hit_points"] is None  # lru+chunks did not run
     assert result["ours_wall"]["vertex_centric_hit_points"] is None
+    # Repeats create the engines in a rotated order, so no arm always gets the first KV pool.
+    assert [[r["created"] for r in result["all_runs"][arm]] for arm in ("lru+facts", "lru")] == [[0, 3], [1, 0]]
     facts, chunks = result["arms"]["lru+facts"], result["arms"]["lru"]
     assert facts["notebook"] == "facts" and chunks["notebook"] == "vertex chunks"
     assert facts["calls"] == calls and facts["chunk_hit_tokens"] == 0
