@@ -9,7 +9,7 @@ one after the other). Throughput is sessions per second of the arm's own time; c
 measured in that time too. --control ARM runs a second copy of ARM alongside: the two do
 identical work, so their throughput spread is this run's noise floor (2-7 % on this 2-core
 machine), and an effect smaller than it is not measured. Most of that spread follows the order the
-engines' KV pools were allocated (on this VM the first is faster for a whole run): --repeats N
+engines' KV pools were allocated (in our profiles the first was faster for a whole run): --repeats N
 creates the engines in a rotated order each time and reports the median.
 
     lru+facts     the paper's vertex-centric-off baseline: the same notebooks cut into single facts
@@ -482,9 +482,9 @@ def run_arms(names: list[str], args, sessions: list[Session], prompts: dict[str,
                 progress.remove_task(arm.task)
             del arm
         return results
-    # Engines are created in the order given. On this VM the KV pool allocated first is faster
-    # for a whole run (6-10 % of decode time; swapping two engines' pools moves the gap with the
-    # pools), so main() rotates the order between repeats.
+    # Engines are created in the order given. One engine's KV pool can be faster than another's
+    # for a whole run (in our profiles the first allocated, by 6-14 % of decode time; swapping two
+    # engines' pools moved the gap with them), so main() rotates the order between repeats.
     arms = [ArmReplay(name, args, sessions, prompts, loaded, progress) for name in names]
     # Who steps first changes every round, so no arm always follows the same neighbour. A spread
     # between identical engines remains (up to 7 % here); --control measures it.
