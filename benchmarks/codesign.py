@@ -579,29 +579,30 @@ def compare(rows: dict[str, dict], throughput_key: str | None) -> dict:
     def pct(a, b):
         return (b / a - 1) * 100 if a else None
 
+    def both(old, new):
+        return old is not None and new is not None
+
     def throughput(old, new):
-        return pct(old[throughput_key], new[throughput_key]) if throughput_key else None
+        return pct(old[throughput_key], new[throughput_key]) if throughput_key and both(old, new) else None
 
     def points(old, new):
-        return (new["hit_rate"] - old["hit_rate"]) * 100 if old is not None and new is not None else None
+        return (new["hit_rate"] - old["hit_rate"]) * 100 if both(old, new) else None
 
-    vertex, priority = base is not None and chunks is not None, chunks is not None and glm is not None
-    centric, unit = facts is not None and chunks is not None, facts is not None and base is not None
     controls = [(rows[name.removesuffix(CONTROL_SUFFIX)], row) for name, row in rows.items() if name.endswith(CONTROL_SUFFIX)]
     return {
         # Two copies of one arm doing identical work: an effect smaller than this is noise.
-        "control_throughput_pct": throughput(*controls[0]) if controls and throughput_key else None,
+        "control_throughput_pct": throughput(*controls[0]) if controls else None,
         # The paper's vertex-centric ablation: fact notebooks -> vertex chunks with KV reuse ...
         "vertex_centric_hit_points": points(facts, chunks),
-        "vertex_centric_throughput_pct": throughput(facts, chunks) if centric else None,
+        "vertex_centric_throughput_pct": throughput(facts, chunks),
         # ... of which whole chunks appended in order (prefix hits on a session's own notebook) ...
         "unit_hit_points": points(facts, base),
-        "unit_throughput_pct": throughput(facts, base) if unit else None,
+        "unit_throughput_pct": throughput(facts, base),
         # ... and chunk KV reused at any position (hits on other sessions' chunks).
         "vertex_hit_points": points(base, chunks),
-        "vertex_throughput_pct": throughput(base, chunks) if vertex else None,
-        "priority_miss_pct": pct(1 - chunks["hit_rate"], 1 - glm["hit_rate"]) if priority else None,
-        "priority_throughput_pct": throughput(chunks, glm) if priority else None,
+        "vertex_throughput_pct": throughput(base, chunks),
+        "priority_miss_pct": pct(1 - chunks["hit_rate"], 1 - glm["hit_rate"]) if both(chunks, glm) else None,
+        "priority_throughput_pct": throughput(chunks, glm),
         "throughput_key": throughput_key,
     }
 
