@@ -119,7 +119,7 @@ def test_codesign_replays_recorded_sessions_through_the_engine(recorded, records
     sweep = _benchmark("codesign_sweep")
     out = tmp_path / "sweep.json"
     assert sweep.main(["--traces", str(recorded), "--kv-tokens", "4096", "16384", "--concurrency", "2",
-                       "--arms", "lru", "lru+chunks", "glm+chunks", "--out", str(out)]) == 0
+                       "--arms", "lru", "lru+chunks", "glm-paper+chunks", "glm+chunks", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     small = {r["arm"]: r for r in result["rows"] if r["kv_pool_tokens"] == 4096}
     large = {r["arm"]: r for r in result["rows"] if r["kv_pool_tokens"] == 16384}
@@ -127,6 +127,11 @@ def test_codesign_replays_recorded_sessions_through_the_engine(recorded, records
         assert large[arm]["hit_rate"] >= small[arm]["hit_rate"]
     assert out.with_suffix(".png").stat().st_size > 10_000
     assert [e["kv_pool_tokens"] for e in result["effects"]] == [4096, 16384]
+    for effect in result["effects"]:  # both forms of priority eviction against lru+chunks, from the rows
+        at = {r["arm"]: r for r in result["rows"] if r["kv_pool_tokens"] == effect["kv_pool_tokens"]}
+        for key, arm in (("priority_miss_pct", "glm+chunks"), ("priority_paper_miss_pct", "glm-paper+chunks")):
+            expected = ((1 - at[arm]["hit_rate"]) / (1 - at["lru+chunks"]["hit_rate"]) - 1) * 100
+            assert effect[key] == pytest.approx(expected)
 
 
 def test_reuse_ceiling_counts_chunks_a_later_session_reads_again():

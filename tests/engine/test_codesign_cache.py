@@ -75,9 +75,54 @@ def test_zero_cap_never_protects_p1_and_nothing_wedges():
     assert len(pool.get_new_blocks(4)) == 4  # every free block can always be taken
 
 
+def test_glm_evicts_p3_prefix_blocks_no_other_session_read_first():
+    for split in (True, False):
+        pool = BlockPool(6, PriorityEviction(split_p3=split))
+        blocks = cached_blocks(pool, [3, 3, 3, 3, 3])
+        for block in blocks:
+            block.owner = "A"
+        blocks[4].key = "vertex:7"  # a vertex chunk serves any prompt that holds it: kept with the shared ones
+        read_by_b, read_by_a, shared_first = blocks[0], blocks[1], blocks[3]
+        pool.touch([read_by_b], "B")  # another question read it: worth keeping for the next one
+        pool.touch([read_by_a], "A")  # its own session only
+        pool.touch([shared_first], None)  # a request without a session counts as another reader
+        assert read_by_b.shared and shared_first.shared and not read_by_a.shared
+        for block in blocks:  # one release each, in this order: LRU order = block order
+            pool.free([block] if block.ref_count == 1 else [block, block])
+        order = [b for b in pool.policy if b is not pool.blocks[5]]
+        if split:
+            assert order == [blocks[1], blocks[2], blocks[0], blocks[3], blocks[4]]
+        else:  # glm-paper: one LRU level
+            assert order == blocks
+        assert all(pool.policy.level_of_free(b) == 3 for b in blocks)
+    (block,) = pool.get_new_blocks(1)
+    block.block_hash, block.token_ids, block.owner, block.shared = 1, (1,), "A", True
+    block.reset_content()
+    assert block.owner is None and not block.shared  # new content starts unread
+
+
+def test_cached_blocks_record_their_session_and_hits_by_others():
+    kv = KVCacheManager(16, 4, PriorityEviction(split_p3=True))
+    system = list(range(8))
+    first = make_request("a", system + [50, 51, 52, 53, 54], [SegmentSpan(0, 8, 1, None), SegmentSpan(8, 13, 2, None)], "A")
+    again = make_request("a2", system + [50, 51, 52, 53, 60], [SegmentSpan(0, 8, 1, None), SegmentSpan(8, 13, 2, None)], "A")
+    other = make_request("b", system + [70, 71, 72, 73, 74], [SegmentSpan(0, 8, 1, None), SegmentSpan(8, 13, 4, None)], "B")
+    levels = SessionLevels(kv.pool)
+    run_prefill(kv, levels, first)
+    blocks = list(kv.req_blocks["a"])
+    assert [b.owner for b in blocks[:3]] == ["A", "A", "A"] and not any(b.shared for b in blocks)
+    kv.free(first)
+    run_prefill(kv, levels, again)  # its own session hits its notebook block: still unshared
+    assert kv.req_blocks["a2"][:3] == blocks[:3] and not blocks[2].shared
+    run_prefill(kv, levels, other)  # another session hits the shared prompt only
+    assert blocks[0].shared and blocks[1].shared and not blocks[2].shared
+
+
 def test_policy_option_and_config_validation():
     assert isinstance(make_eviction_policy("glm", 100, 0.1), PriorityEviction)
     assert make_eviction_policy("glm", 100, 0.1).p1_cap == 10
+    assert make_eviction_policy("glm", 100, 0.1).split_p3 and not make_eviction_policy("glm-paper", 100, 0.1).split_p3
+    assert EngineConfig(eviction_policy="glm-paper").eviction_policy == "glm-paper"
     with pytest.raises(ValueError, match="eviction_policy"):
         EngineConfig(eviction_policy="mru")
     with pytest.raises(ValueError, match="chunk_reuse"):

@@ -27,7 +27,8 @@ class EngineConfig:
     max_num_batched_tokens: int = 2048  # per-step token budget shared by decode and prefill
     enable_chunked_prefill: bool = True
     enable_prefix_caching: bool = True
-    eviction_policy: str = "lru"  # lru (vLLM's) | glm (four-level priority, LRU inside a level)
+    eviction_policy: str = "lru"  # lru (vLLM's) | glm (four-level priority, LRU inside a level; P3 prefix blocks
+    #                               no other session read go first) | glm-paper (the paper's four levels as written)
     p1_cap_fraction: float = 0.25  # glm: share of the pool P1 blocks may hold protected; beyond it they rank as P2
     chunk_reuse: str = "exact"  # exact (prefix caching only) | pic (reuse keyed chunks, recompute their first
     #                             pic_recompute_tokens in context) | pic0 (reuse keyed chunks as they are)
@@ -50,8 +51,8 @@ class EngineConfig:
             raise ValueError("block_size must be >= 1")
         if self.max_num_seqs < 1 or self.max_num_batched_tokens < 1:
             raise ValueError("max_num_seqs and max_num_batched_tokens must be >= 1")
-        if self.eviction_policy not in ("lru", "glm", "priority"):  # priority: another name for glm
-            raise ValueError(f"eviction_policy must be lru or glm, got {self.eviction_policy!r}")
+        if self.eviction_policy not in ("lru", "glm", "glm-paper", "priority"):  # priority: another name for glm
+            raise ValueError(f"eviction_policy must be lru, glm or glm-paper, got {self.eviction_policy!r}")
         if self.chunk_reuse not in ("exact", "pic", "pic0"):
             raise ValueError(f"chunk_reuse must be exact, pic or pic0, got {self.chunk_reuse!r}")
         if self.chunk_source not in ("context", "isolated"):

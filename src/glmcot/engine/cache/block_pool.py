@@ -20,6 +20,8 @@ class KVBlock:
     token_ids: tuple[int, ...] | None = None  # its content, compared on every hit
     level: int = 4  # priority level of the segment it holds (1 keep longest .. 4 transient)
     key: str | None = None  # chunk key when the block belongs to a cached vertex chunk
+    owner: str | None = None  # session of the request that filled it (None: no session)
+    shared: bool = False  # read since by a request of another session (or by any, when owner is None)
     last_access: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
     prev_free: "KVBlock | None" = field(default=None, repr=False)
@@ -27,6 +29,7 @@ class KVBlock:
 
     def reset_content(self) -> None:
         self.block_hash, self.token_ids, self.key, self.level = None, None, None, 4
+        self.owner, self.shared = None, False
         self.extra.clear()
 
 
@@ -79,13 +82,16 @@ class BlockPool:
             return None
         return block
 
-    def touch(self, blocks: Iterable[KVBlock]) -> None:
+    def touch(self, blocks: Iterable[KVBlock], session: str | None = None) -> None:
+        """Take a reference on cached blocks for a request of `session` (a hit)."""
         now = time.monotonic()
         for block in blocks:
             if block.ref_count == 0:
                 self.policy.remove(block)
             block.ref_count += 1
             block.last_access = now
+            if block.owner is None or block.owner != session:
+                block.shared = True
 
     def free(self, blocks: Iterable[KVBlock]) -> None:
         """Release blocks in the given order (callers pass a request's blocks tail first)."""

@@ -82,16 +82,22 @@ class LRUEviction(EvictionPolicy):
             block = block.next_free
 
 
-def _priority(num_blocks: int, p1_cap_fraction: float) -> EvictionPolicy:
-    from glmcot.engine.cache.priority import PriorityEviction
+def _priority(split_p3: bool) -> Callable[[int, float], EvictionPolicy]:
+    def make(num_blocks: int, p1_cap_fraction: float) -> EvictionPolicy:
+        from glmcot.engine.cache.priority import PriorityEviction
 
-    return PriorityEviction(int(p1_cap_fraction * num_blocks))
+        return PriorityEviction(int(p1_cap_fraction * num_blocks), split_p3=split_p3)
+
+    return make
 
 
 POLICIES: dict[str, Callable[..., EvictionPolicy]] = {
     "lru": lambda num_blocks, p1_cap_fraction: LRUEviction(),
-    "glm": _priority,  # four-level priority (P4 first, P1 last), LRU inside a level
-    "priority": _priority,
+    # four-level priority (P4 first, P1 last), LRU inside a level; P3 prefix blocks no other
+    # session has read go before the rest of P3 (cache/priority.py)
+    "glm": _priority(split_p3=True),
+    "glm-paper": _priority(split_p3=False),  # the four levels exactly as the paper describes them
+    "priority": _priority(split_p3=True),
 }
 
 

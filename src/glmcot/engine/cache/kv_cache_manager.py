@@ -71,7 +71,7 @@ class KVCacheManager:
                 del self.req_blocks[request.request_id]
             return False
         if computed:
-            self.pool.touch(computed)
+            self.pool.touch(computed, request.session)
             blocks.extend(computed)
             self.num_cached_blocks[request.request_id] = len(blocks)
         if need > 0:
@@ -98,6 +98,7 @@ class KVCacheManager:
             if block.block_hash is None:
                 self.pool.cache_block(block, hashes[i], tuple(tokens[i * bs : (i + 1) * bs]))
                 block.level = request.level_of(i * bs, (i + 1) * bs)
+                block.owner = request.session
         self.num_cached_blocks[rid] = full
 
     def free(self, request: "Request") -> None:

@@ -5,6 +5,12 @@ Free blocks are evicted in this order: blocks that hold nothing cached, then P4 
 prompts); least recently used first inside a level, and a request's tail before its head (the
 pool frees a request's blocks tail first, so equal access times are broken by free order).
 
+P3 is kept for other questions: a finished session never reads its notebook again. A vertex
+chunk (a block with a chunk key) serves any prompt that holds the vertex, at any position; a
+prefix block serves only prompts that begin the same way. So with `split_p3` (policy `glm`),
+P3 prefix blocks that no other session has read (`KVBlock.shared` unset) go first, then the
+rest of P3, LRU inside each part. `glm-paper` keeps P3 as one LRU level, as the paper has it.
+
 Only free blocks (no running request holds them) are ever candidates, and every free block is a
 candidate: protection is an order, not a lock, so the pool cannot wedge. P1 protection is
 capped: beyond `p1_cap_blocks` free P1 blocks, the least recently used ones are ordered as P2.
@@ -26,7 +32,8 @@ if TYPE_CHECKING:
     from glmcot.engine.cache.block_pool import KVBlock
 
 EMPTY = 0  # pseudo level: a free block with no cached content
-ORDER = (EMPTY, 4, 3, 2, 1)  # eviction order of the heaps
+UNSHARED_P3 = 5  # pseudo level: a P3 prefix block only its own session has read (with split_p3)
+ORDER = (EMPTY, 4, UNSHARED_P3, 3, 2, 1)  # eviction order of the heaps
 
 
 class _Entry:
@@ -44,10 +51,11 @@ def holds_content(block: "KVBlock") -> bool:
 
 
 class PriorityEviction(EvictionPolicy):
-    def __init__(self, p1_cap_blocks: int | None = None) -> None:
+    def __init__(self, p1_cap_blocks: int | None = None, split_p3: bool = False) -> None:
         if p1_cap_blocks is not None and p1_cap_blocks < 0:
             raise ValueError("p1_cap_blocks must be >= 0")
         self.p1_cap = p1_cap_blocks
+        self.split_p3 = split_p3
         self._heaps: dict[int, list[_Entry]] = {level: [] for level in ORDER}
         self._live: dict[int, int] = {level: 0 for level in ORDER}
         self._entries: dict[int, _Entry] = {}  # block_id -> its live entry
@@ -57,7 +65,7 @@ class PriorityEviction(EvictionPolicy):
     def add(self, block: "KVBlock") -> None:
         if block.block_id in self._entries:
             raise ValueError(f"block {block.block_id} is already free")
-        level = block.level if holds_content(block) else EMPTY
+        level = self._heap_of(block)
         if level == 1 and self.p1_cap is not None and self._live[1] >= self.p1_cap:
             if self.p1_cap == 0:
                 level = 2
@@ -86,13 +94,14 @@ class PriorityEviction(EvictionPolicy):
         if entry is None:
             return
         self.remove(block)
-        level = block.level if holds_content(block) else EMPTY
-        self._push(block, level, entry.key)
+        self._push(block, self._heap_of(block), entry.key)
 
     def level_of_free(self, block: "KVBlock") -> int | None:
         """The heap a free block sits in (0 = empty, 1..4), None if it is in use."""
         entry = self._entries.get(block.block_id)
-        return None if entry is None else entry.heap
+        if entry is None:
+            return None
+        return 3 if entry.heap == UNSHARED_P3 else entry.heap
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -107,6 +116,13 @@ class PriorityEviction(EvictionPolicy):
                 yield entry.block
 
     # ---- heaps ------------------------------------------------------------------------------
+    def _heap_of(self, block: "KVBlock") -> int:
+        if not holds_content(block):
+            return EMPTY
+        if block.level == 3 and self.split_p3 and block.key is None and not block.shared:
+            return UNSHARED_P3
+        return block.level
+
     def _push(self, block: "KVBlock", level: int, key: tuple[float, int]) -> None:
         entry = _Entry(key, block, level)
         self._entries[block.block_id] = entry

@@ -129,7 +129,7 @@ class ChunkReuse:
             use = ChunkUse(span.key, span.level, request.session, span.start, reuse_start, end, tokens)
             entry = self.pool.chunks.lookup(span.key, tokens)
             if entry is not None:
-                self.pool.touch(entry.blocks)
+                self.pool.touch(entry.blocks, request.session)
                 use.entry, use.hit, use.holding = entry, True, True
             uses.append(use)
         request.chunk_uses = uses
@@ -214,12 +214,14 @@ class ChunkReuse:
         for key, job in self._jobs.items():
             blocks = self.kv.req_blocks.pop(job.request_id)
             entry = ChunkEntry(key, tuple(job.all_token_ids[: job.num_prompt_tokens]), blocks)
+            for block in blocks:
+                block.owner = job.session
             for stale in self.pool.chunks.register(entry):
                 self.pool.drop_content(stale)
             waiters = [u for u in self._waiters.get(key, []) if not u.done]
             for i, use in enumerate(waiters):
                 if i:  # the job's own allocation is the first waiter's reference
-                    self.pool.touch(blocks)
+                    self.pool.touch(blocks, use.session)
                 use.entry, use.holding = entry, True
                 self.levels.claim_blocks(blocks, use.level, use.session)
             if not waiters:
@@ -292,6 +294,8 @@ class ChunkReuse:
         entry = ChunkEntry(use.key, use.token_ids, blocks)
         for stale in self.pool.chunks.register(entry):
             self.pool.drop_content(stale)
+        for block in blocks:
+            block.owner = use.session
         self.levels.claim_blocks(blocks, use.level, use.session)
         self.pool.free(reversed(blocks))
         self.captured_tokens += n
