@@ -20,7 +20,7 @@ creates the engines in a rotated order each time and reports the median.
     lru+chunks    the same plus vertex-chunk reuse (pic, first k tokens of each chunk recomputed;
                   a chunk's KV is taken from the first prompt that computed it: chunk_source=context)
     glm+chunks    four-level priority eviction (P4, P3, P2, P1) plus vertex-chunk reuse; inside P3,
-                  blocks no other session has read go first (engine policy glm)
+                  prefix blocks no other session has read go first (engine policy glm)
     glm-paper+chunks  the same with the four levels exactly as the paper describes them (P3 one LRU
                   level; policy glm-paper)
     glm+isolated  glm+chunks with every chunk computed alone (chunk_source=isolated)
