@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from glmcot.engine.cache.eviction import POLICIES
+
 
 @dataclass
 class EngineConfig:
@@ -51,8 +53,8 @@ class EngineConfig:
             raise ValueError("block_size must be >= 1")
         if self.max_num_seqs < 1 or self.max_num_batched_tokens < 1:
             raise ValueError("max_num_seqs and max_num_batched_tokens must be >= 1")
-        if self.eviction_policy not in ("lru", "glm", "glm-paper", "priority"):  # priority: another name for glm
-            raise ValueError(f"eviction_policy must be lru, glm or glm-paper, got {self.eviction_policy!r}")
+        if self.eviction_policy not in POLICIES:  # priority: another name for glm
+            raise ValueError(f"eviction_policy must be one of {', '.join(POLICIES)}, got {self.eviction_policy!r}")
         if self.chunk_reuse not in ("exact", "pic", "pic0"):
             raise ValueError(f"chunk_reuse must be exact, pic or pic0, got {self.chunk_reuse!r}")
         if self.chunk_source not in ("context", "isolated"):

@@ -45,12 +45,12 @@ class ChunkIndex:
             return None
         return entry
 
-    def register(self, entry: ChunkEntry) -> list["KVBlock"]:
-        """Index the entry's blocks; returns the blocks of an older entry under the same key,
-        which no longer hold anything."""
+    def register(self, entry: ChunkEntry, owner: str | None = None) -> list["KVBlock"]:
+        """Index the entry's blocks, filled for session `owner`; returns the blocks of an older
+        entry under the same key, which no longer hold anything."""
         stale = self.drop(self.entries[entry.key]) if entry.key in self.entries else []
         for block in entry.blocks:
-            block.key = entry.key
+            block.key, block.owner = entry.key, owner
         self.entries[entry.key] = entry
         return stale
 

@@ -214,9 +214,7 @@ class ChunkReuse:
         for key, job in self._jobs.items():
             blocks = self.kv.req_blocks.pop(job.request_id)
             entry = ChunkEntry(key, tuple(job.all_token_ids[: job.num_prompt_tokens]), blocks)
-            for block in blocks:
-                block.owner = job.session
-            for stale in self.pool.chunks.register(entry):
+            for stale in self.pool.chunks.register(entry, job.session):
                 self.pool.drop_content(stale)
             waiters = [u for u in self._waiters.get(key, []) if not u.done]
             for i, use in enumerate(waiters):
@@ -292,10 +290,8 @@ class ChunkReuse:
         source = self._slots(self.kv.block_ids(request), torch.arange(use.start, use.start + n))
         self._move(source, self._slots([b.block_id for b in blocks], torch.arange(n)), use.start, forward=False)
         entry = ChunkEntry(use.key, use.token_ids, blocks)
-        for stale in self.pool.chunks.register(entry):
+        for stale in self.pool.chunks.register(entry, use.session):
             self.pool.drop_content(stale)
-        for block in blocks:
-            block.owner = use.session
         self.levels.claim_blocks(blocks, use.level, use.session)
         self.pool.free(reversed(blocks))
         self.captured_tokens += n
