@@ -116,6 +116,13 @@ def test_codesign_replays_recorded_sessions_through_the_engine(recorded, records
     # The same text in another order: the prompts cost about the same tokens.
     assert abs(facts["prompt_tokens_queried"] / chunks["prompt_tokens_queried"] - 1) < 0.02
     assert result["ours_wall"]["unit_hit_points"] == pytest.approx((chunks["hit_rate"] - facts["hit_rate"]) * 100)
+    # Per repeat, each effect pairs the arms of that repeat's lock-step run.
+    runs, paired = result["all_runs"], result["ours_wall_per_repeat"]
+    assert paired["unit_hit_points"] == pytest.approx(
+        [(c["hit_rate"] - f["hit_rate"]) * 100 for f, c in zip(runs["lru+facts"], runs["lru"])])
+    assert paired["control_throughput_pct"] == pytest.approx(
+        [(b["throughput_sessions_per_s"] / a["throughput_sessions_per_s"] - 1) * 100 for a, b in zip(runs["lru"], runs["lru (A/A)"])])
+    assert "vertex_hit_points" not in paired  # lru+chunks did not run
     sweep = _benchmark("codesign_sweep")
     out = tmp_path / "sweep.json"
     assert sweep.main(["--traces", str(recorded), "--kv-tokens", "4096", "16384", "--concurrency", "2",
