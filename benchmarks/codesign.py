@@ -749,7 +749,8 @@ def main(argv: list[str] | None = None) -> int:
     fid = None if args.no_fidelity else fidelity(args, sessions)
     print_report(rows, ours, ours_cpu, fid, console, paired)
     result = {
-        "benchmark": "codesign", "version": 4,  # 4: ours_wall_per_repeat **run_header(argv),
+        # Version 4 added ours_wall_per_repeat.
+        "benchmark": "codesign", "version": 4, **run_header(argv),
         "settings": {k: v for k, v in vars(args).items()},
         "workload": {"synthetic": not args.traces, "traces": args.traces, "sessions": len(sessions), "calls": sum(len(s.calls) for s in sessions),
                      "reuse_ceiling": ceiling, "note": "scripted policy (forced decoding): measures the system, never model accuracy"},

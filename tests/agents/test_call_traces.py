@@ -92,6 +92,7 @@ def test_codesign_replays_recorded_sessions_through_the_engine(recorded, records
                           "--arms", "lru+facts", "lru", "glm+chunks", "--control", "lru", "--threads", "2",
                           "--repeats", "2", "--out", str(out)]) == 0
     result = json.loads(out.read_text())
+    assert result["version"] == 4 and "--kv-tokens 4096" in result["command"] and result["date"]
     calls = sum(len(s.calls) for s in load_recorded_sessions([recorded]))
     assert result["workload"]["synthetic"] is False and result["workload"]["sessions"] == len(records)
     ceiling = result["workload"]["reuse_ceiling"]
