@@ -630,6 +630,7 @@ def paired_effects(runs: dict[str, list[dict]], throughput_key: str) -> dict[str
 
 def print_report(rows: dict[str, dict], ours: dict, ours_cpu: dict, fid: dict | None, console,
                  paired: dict[str, list[float]] | None = None) -> None:
+    """`paired`: the effects per repeat, printed as a column when given."""
     from rich.table import Table
 
     table = Table(title="GLM co-design: forced decoding under KV pressure (scripted text, real compute)")
@@ -645,9 +646,8 @@ def print_report(rows: dict[str, dict], ours: dict, ours_cpu: dict, fid: dict | 
                       f"{r['latency_p99_s']:.3f}", f"{ev['P1']}/{ev['P2']}/{ev['P3']}/{ev['P4']}", str(r["preemptions"]))
     console.print(table)
     bars = Table(title="Against the paper's ablation (Fig. 15), same run")
-    repeats = len(next(iter(paired.values()), [])) if paired else 0
     columns = ["effect", "paper", "ours (own step time)", "ours (CPU time)"]
-    if repeats > 1:
+    if paired:
         columns.append("per repeat (same run)")
     for col in columns:
         bars.add_column(col, justify="right")
@@ -664,7 +664,7 @@ def print_report(rows: dict[str, dict], ours: dict, ours_cpu: dict, fid: dict | 
     for key, label in labels.items():
         if key in PAPER or ours.get(key) is not None:
             cells = [label, f"{PAPER[key]:+.1f}" if key in PAPER else "-", signed(ours[key]), signed(ours_cpu[key])]
-            if repeats > 1:
+            if paired:
                 cells.append(" / ".join(signed(value) for value in paired.get(key, [])) or "-")
             bars.add_row(*cells)
     console.print(bars)
@@ -747,7 +747,7 @@ def main(argv: list[str] | None = None) -> int:
     ours_cpu = compare(rows, "throughput_sessions_per_cpu_s")
     paired = paired_effects(runs, "throughput_sessions_per_s")
     fid = None if args.no_fidelity else fidelity(args, sessions)
-    print_report(rows, ours, ours_cpu, fid, console, paired)
+    print_report(rows, ours, ours_cpu, fid, console, paired if args.repeats > 1 else None)
     result = {
         # Version 4 added ours_wall_per_repeat.
         "benchmark": "codesign", "version": 4, **run_header(argv),

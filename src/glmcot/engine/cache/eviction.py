@@ -91,13 +91,14 @@ def _priority(split_p3: bool) -> Callable[[int, float], EvictionPolicy]:
     return make
 
 
+# four-level priority (P4 first, P1 last), LRU inside a level; P3 prefix blocks no other session
+# has read go before the rest of P3 (cache/priority.py)
+_GLM = _priority(split_p3=True)
 POLICIES: dict[str, Callable[..., EvictionPolicy]] = {
     "lru": lambda num_blocks, p1_cap_fraction: LRUEviction(),
-    # four-level priority (P4 first, P1 last), LRU inside a level; P3 prefix blocks no other
-    # session has read go before the rest of P3 (cache/priority.py)
-    "glm": _priority(split_p3=True),
+    "glm": _GLM,
     "glm-paper": _priority(split_p3=False),  # the four levels exactly as the paper describes them
-    "priority": _priority(split_p3=True),
+    "priority": _GLM,  # another name for glm
 }
 
 
