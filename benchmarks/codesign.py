@@ -769,6 +769,17 @@ def run_header(argv: list[str] | None) -> dict:
             "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version()}}
 
 
+def save_figure(figure, path: Path, dpi: int = 120) -> Path:
+    """Lays out, writes and closes a matplotlib figure (the sweep's and the repeats' plots)."""
+    import matplotlib.pyplot as plt
+
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=dpi)
+    plt.close(figure)
+    return path
+
+
 def write_json(out: Path, result: dict) -> None:
     """Atomic: a crash never leaves a half-written result."""
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -61,11 +61,7 @@ def plot(rows: list[dict], arms: list[str], path: Path, title: str) -> Path:
         axes.grid(alpha=0.3)
         axes.legend()
     figure.suptitle(textwrap.fill(title, 110), fontsize=11)  # a long title is wrapped, not clipped
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return path
+    return codesign.save_figure(figure, path)
 
 
 def main(argv: list[str] | None = None) -> int:
