@@ -2,10 +2,10 @@
 
 A codesign.py run with `--repeats N` writes each effect once per repeat (`ours_wall_per_repeat`,
 result format version 4; older results are paired again from their `all_runs`): the arms of one
-repeat stepped in lock-step, so the machine's load fell on both sides of each figure. This script reads any number of such results, groups them
-by setting (sessions in flight, KV pool, workload), and prints per setting the runs, the repeats,
-their median, range and how many beat the paper's figure. It writes a JSON summary and a PNG (one
-dot per repeat, the median, the paper's line).
+repeat stepped in lock-step, so the machine's load fell on both sides of each figure. This script
+reads any number of such results, groups them by setting (sessions in flight, KV pool, workload),
+and prints per setting the runs, the repeats, their median, range and how many beat the paper's
+figure. It writes a JSON summary and a PNG (one dot per repeat, the median, the paper's line).
 
     python benchmarks/codesign_repeats.py runs/a.json runs/b.json runs/c.json
     python benchmarks/codesign_repeats.py runs/*.json --effect priority_miss_pct
@@ -62,7 +62,10 @@ def setting_of(result: dict) -> tuple:
 
 def label_of(result: dict) -> str:
     settings = result["settings"]
-    return f"{settings['concurrency']} in flight, {settings['kv_tokens']:,}-token pool"
+    concurrency, pool = settings.get("concurrency"), settings.get("kv_tokens")
+    if not isinstance(concurrency, int) or not isinstance(pool, int):
+        return json.dumps(settings, sort_keys=True)
+    return f"{concurrency} in flight, {pool:,}-token pool"
 
 
 def summarise(paths: list[Path], effect: str) -> list[dict]:
@@ -75,9 +78,10 @@ def summarise(paths: list[Path], effect: str) -> list[dict]:
         if values is None:
             known = ", ".join(sorted(effects))
             raise ResultError(f"{path}: no per-repeat figures for {effect!r} (it has: {known})")
+        # The paper's levels as written (`priority_paper_*`) answer to the same paper figure.
+        paper = result.get("paper", {}).get(effect.replace("_paper", ""))
         group = groups.setdefault(setting_of(result), {"setting": label_of(result), "settings": result["settings"],
-                                                       "paper": result.get("paper", {}).get(effect.replace("_paper", "")),
-                                                       "runs": [], "repeats": []})
+                                                       "paper": paper, "runs": [], "repeats": []})
         group["runs"].append({"file": str(path), "date": result.get("date"), "command": result.get("command"),
                               "per_repeat": values})
         group["repeats"].extend(v for v in values if v is not None)
