@@ -56,8 +56,7 @@ def per_repeat(result: dict, path: Path) -> dict[str, list[float]]:
 
 
 def setting_of(result: dict) -> tuple:
-    settings = result.get("settings", {})
-    return tuple((key, json.dumps(settings.get(key))) for key in SETTING_KEYS)
+    return tuple((key, json.dumps(result["settings"].get(key))) for key in SETTING_KEYS)
 
 
 def label_of(result: dict) -> str:
