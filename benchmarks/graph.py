@@ -33,7 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from glmcot.graph.primitives import GraphTools
-from glmcot.graph.store import Graph, StoreWriter
+from glmcot.graph.store import Graph
+from glmcot.graph.writer import StoreWriter
 
 WORDS = (
     "graph neural learning language model retrieval attention cache scalable query reasoning "

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from glmcot.eval.baselines import Baseline, ego_graph_lines, node_record, truncate_lines
-from glmcot.graph.store import Graph, StoreWriter
+from glmcot.graph.store import Graph
+from glmcot.graph.writer import StoreWriter
 from glmcot.llm import make_backend
 
 

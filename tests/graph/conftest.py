@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from glmcot.graph.store import Graph, StoreWriter
+from glmcot.graph.store import Graph
+from glmcot.graph.writer import StoreWriter
 
 PAPERS = ["p1", "p2", "p3", "p4"]
 AUTHORS = ["a1", "a2", "a3"]

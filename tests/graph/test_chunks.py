@@ -4,7 +4,8 @@ import sys
 import numpy as np
 
 from glmcot.graph.chunks import CHUNK_RENDERER_VERSION, ChunkConfig, chunk_key, render_chunk
-from glmcot.graph.store import Graph, StoreWriter
+from glmcot.graph.store import Graph
+from glmcot.graph.writer import StoreWriter
 
 
 def test_chunk_layout(tiny):

@@ -34,7 +34,8 @@ def test_error_sentences(tiny):
 def test_neighbour_lists_are_never_cut(tmp_path):
     import numpy as np
 
-    from glmcot.graph.store import Graph, StoreWriter
+    from glmcot.graph.store import Graph
+    from glmcot.graph.writer import StoreWriter
 
     ids = [f"n{i}" for i in range(120)]
     with StoreWriter(tmp_path / "g") as writer:

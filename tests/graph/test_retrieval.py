@@ -7,7 +7,8 @@ import pytest
 from glmcot.graph.errors import RetrievalUnavailable
 from glmcot.graph.primitives import GraphTools
 from glmcot.graph.retrieval import IndexConfig, NodeRetriever, RetrieveNodeCache, build_node_index, minilm_model_dir
-from glmcot.graph.store import Graph, StoreWriter
+from glmcot.graph.store import Graph
+from glmcot.graph.writer import StoreWriter
 
 TITLES = [
     "Attention Is All You Need",

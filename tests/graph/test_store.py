@@ -3,7 +3,10 @@ import json
 import numpy as np
 import pytest
 
-from glmcot.graph.store import STORE_FORMAT_VERSION, Graph, GraphFormatError, StoreWriter
+from glmcot.graph.errors import GraphFormatError
+from glmcot.graph.layout import STORE_FORMAT_VERSION
+from glmcot.graph.store import Graph
+from glmcot.graph.writer import StoreWriter
 from glmcot.graph.errors import FeatureNotFound, NodeNotFound, RelationNotFound
 
 
@@ -158,10 +161,10 @@ def test_compact_dtypes(tiny_dir):
 
 
 def test_lookups_survive_hash_collisions(tmp_path, monkeypatch):
-    import glmcot.graph.store as store_module
+    import glmcot.graph.writer as writer_module
 
     # every id gets the same hash: lookups must fall back to comparing the id strings
-    monkeypatch.setattr(store_module, "hash_ids", lambda blob, offsets: np.zeros(len(offsets) - 1, np.uint64))
+    monkeypatch.setattr(writer_module, "hash_ids", lambda blob, offsets: np.zeros(len(offsets) - 1, np.uint64))
     with StoreWriter(tmp_path / "g") as writer:
         writer.add_nodes("a", ["x", "y", "zz"], {})
         writer.add_edges("a", "r", np.array([0, 2]), np.array([2, 1]))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from glmcot.graph.store import StoreWriter
+from glmcot.graph.writer import StoreWriter
 
 PAPERS = [("p1", "Sparse Attention for Long Graphs", 2019),
           ("p2", "Learning to Rank Nodes", 2020),

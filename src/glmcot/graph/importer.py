@@ -22,7 +22,7 @@ import numpy as np
 
 from glmcot.graph.errors import GraphFormatError
 from glmcot.graph.idhash import find_duplicate, hash_ids
-from glmcot.graph.store import StoreWriter
+from glmcot.graph.writer import StoreWriter
 
 TYPE_SUFFIX = "_nodes"
 _BUFFER = 1 << 16
