@@ -13,18 +13,13 @@ from glmcot.cli import app
 from glmcot.data.grbench import block_of, load_grbench
 from glmcot.data.questions import QuestionFormatError, read_questions
 
-GRBENCH_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "grbench"
+GRBENCH_DIR = Path(__file__).resolve().parents[2] / "data" / "grbench"
 FILES = {"dblp": (150, {"easy": 70, "medium": 80}),
          "amazon": (200, {"easy": 80, "medium": 80, "hard": 40}),
          "goodreads": (240, {"easy": 130, "medium": 100, "hard": 10}),
          "biomedical": (270, {"easy": 100, "medium": 170}),
          "legal": (180, {"easy": 70, "medium": 90, "hard": 20})}
 
-needs_files = pytest.mark.skipif(not (GRBENCH_DIR / "dblp.jsonl").is_file(),
-                                 reason="GRBench question files not present")
-
-
-@needs_files
 @pytest.mark.parametrize("domain", FILES)
 def test_real_files_get_templates_and_levels(domain):
     records = load_grbench(GRBENCH_DIR / f"{domain}.jsonl")
@@ -36,7 +31,6 @@ def test_real_files_get_templates_and_levels(domain):
     assert records[0].template == f"{domain}/0" and records[-1].template == f"{domain}/{count // 10 - 1}"
 
 
-@needs_files
 def test_cli_loads_all_1040(tmp_path):
     paths = [str(GRBENCH_DIR / f"{d}.jsonl") for d in FILES]
     result = CliRunner().invoke(app, ["data", "grbench", *paths, "--json", "--out", str(tmp_path / "all.jsonl")])
