@@ -5,8 +5,9 @@ switches to the fastest layout measured on our machines (docs/benchmarks.md):
 - oneDNN's prepacked ("blocked") weight, as vLLM's CPU backend uses: about 12 % faster
   end to end than the next best in fp32 and bf16, because small decode batches (4-32 rows)
   multiply up to 1.8x faster than with the plain layout;
-- where torch was built without oneDNN: an [in, out] copy for fp32 (MKL multiplies a few rows
-  faster that way), the plain layout otherwise.
+- where torch was built without oneDNN, or (bf16) the CPU lacks the instructions oneDNN's bf16
+  path needs: an [in, out] copy for fp32 (MKL multiplies a few rows faster that way), the plain
+  layout otherwise.
 The original weight is dropped once packed, so nothing is held twice.
 """
 
@@ -18,8 +19,16 @@ from torch import nn
 
 
 def onednn_available(dtype: torch.dtype = torch.float32) -> bool:
-    return (dtype in (torch.float32, torch.bfloat16) and torch.backends.mkldnn.is_available()
-            and hasattr(torch.ops.mkldnn, "_linear_pointwise"))
+    if dtype not in (torch.float32, torch.bfloat16) or not torch.backends.mkldnn.is_available():
+        return False
+    if not hasattr(torch.ops.mkldnn, "_linear_pointwise"):
+        return False
+    # oneDNN packs bf16 weights only on CPUs with AVX-512 (BW/VL/DQ) or AVX-NE-CONVERT; an AVX2
+    # CPU refuses at load time, so it keeps the plain layout instead.
+    if dtype == torch.bfloat16:
+        supported = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+        return bool(supported()) if supported is not None else False
+    return True
 
 
 def pack(weight: torch.Tensor) -> torch.Tensor:
