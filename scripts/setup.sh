@@ -12,4 +12,6 @@ if [ "${GLMCOT_KEEP_TORCH:-0}" != "1" ] && ! "$py" -c "import torch" >/dev/null 
   "$py" -m pip install -q "torch==2.13.0"
 fi
 "$py" -m pip install -q -e ".[dev]"
+# Compile the CPU kernels now (a minute on two cores), so that no command or test pays for it later.
+"$py" -m glmcot.engine.kernels >&2 || true
 echo "$venv"
