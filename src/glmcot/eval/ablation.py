@@ -56,7 +56,7 @@ def engine_support() -> tuple[set[str], set[str]]:
 
     fields = {f.name for f in dataclasses.fields(EngineConfig)}
     try:
-        from glmcot.engine.cache.eviction import POLICIES
+        from glmcot.engine.cache.policies import POLICIES
 
         policies = set(POLICIES)
     except ImportError:
