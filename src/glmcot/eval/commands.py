@@ -13,7 +13,9 @@ import typer
 
 METHODS = ("glm", "graphcot", "base", "text-rag", "graph-rag")
 DOMAINS = ("dblp", "amazon", "goodreads", "biomedical", "legal")
-BENCHES = ("engine", "codesign", "agents", "graph", "ablation", "all")
+from glmcot.benchmarks import NAMES as BENCHMARK_NAMES
+
+BENCHES = (*BENCHMARK_NAMES, "ablation", "all")
 
 _CONFIG_HELP = "TOML config file (default: $GLMCOT_CONFIG, else ~/.config/glmcot/config.toml)."
 
@@ -188,9 +190,11 @@ def register(app: typer.Typer) -> None:
             if as_json:
                 _print_json(result)
 
-    @app.command("bench")
+    @app.command("bench", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
     def bench_command(
-        which: str = typer.Argument("all", help="engine, codesign, agents, graph, ablation or all."),
+        context: typer.Context,
+        which: str = typer.Argument("all", help=f"One of {', '.join(BENCHES)}. Arguments after `--` go to "
+                                                "the benchmark itself (see `python -m glmcot.benchmarks.NAME --help`)."),
         quick: bool = typer.Option(False, "--quick", help="A small run of each benchmark."),
         out: Path = typer.Option(Path("runs/bench"), "--out", help="Folder for the JSON results."),
         model: str = typer.Option("random:qwen3:small", help="Engine model for the ablation (random:qwen3:<size> or a checkpoint dir)."),
@@ -201,7 +205,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the collected results as JSON."),
         config_file: Optional[Path] = typer.Option(None, "--config", help=_CONFIG_HELP),
     ) -> None:
-        """Run the benchmarks (each prints a table and writes JSON), or the ablation.
+        """Run a benchmark (each prints a table and writes JSON), all of the main ones, or the ablation.
 
         `ablation` runs GLM with each co-design feature off in turn and Graph-CoT on an LRU
         prefix-cached engine, on the same questions.
@@ -220,7 +224,10 @@ def register(app: typer.Typer) -> None:
             config = _config({"concurrency": concurrency}, config_file)
             from glmcot.eval.bench import run_bench
 
+            if context.args and which in ("all", "ablation"):
+                raise typer.BadParameter(f"extra arguments go to one benchmark, not to {which!r}: "
+                                         f"{' '.join(context.args)}", param_hint="WHICH")
             result = run_bench(which, quick=quick, out=out, model=model, questions=questions, config=config,
-                               quiet=as_json, domains=chosen, repeats=repeats)
+                               quiet=as_json, domains=chosen, repeats=repeats, args=list(context.args))
             if as_json:
                 _print_json(result)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -147,7 +146,6 @@ def answer_backend(config: EvalConfig, scripted_questions: Any = None, context: 
     if scripted_questions is not None:
         options["questions"] = (str(scripted_questions) if isinstance(scripted_questions, Path)
                                 else scripted_questions)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         backend = make_backend(spec, context=context, **options)
     except (ValueError, OSError) as exc:

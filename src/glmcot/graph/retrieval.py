@@ -84,8 +84,6 @@ class SentenceTransformerEmbedder:
         name: str | None = None,
         query_threads: int | None = 1,
     ):
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
 
         self.model_dir = Path(model_dir)
