@@ -46,9 +46,10 @@ class RequestOutput:
     token_ids: list[int]
     prompt_tokens: int
     cached_tokens: int
-    finish_reason: str | None  # "stop" | "length" | "abort" | None while running
+    finish_reason: str | None  # "stop" | "length" | "abort" | "error" | None while running
     metrics: RequestMetrics
     prompt_token_ids: list[int] = field(default_factory=list, repr=False)
+    error: str | None = None  # why the request failed (finish_reason "error"); others unharmed
 
     @property
     def output_tokens(self) -> int:

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+
+# Below this a temperature is greedy: dividing logits by it would overflow (1e-300 gives inf/nan),
+# and the distribution is already a point mass at this precision (vLLM uses the same cut-off).
+GREEDY_TEMPERATURE = 1e-5
 
 
 @dataclass
 class SamplingParams:
-    """temperature 0 means greedy. `forced_text` / `forced_token_ids` make the engine emit exactly
+    """temperature 0 (or below GREEDY_TEMPERATURE) means greedy. `forced_text` / `forced_token_ids` make the engine emit exactly
     that completion while still running (and sampling) every decode step, so compute is real."""
 
     temperature: float = 0.0
@@ -25,8 +30,8 @@ class SamplingParams:
         if isinstance(self.stop, str):
             self.stop = [self.stop]
         self.stop = [s for s in self.stop if s]
-        if self.temperature < 0:
-            raise ValueError("temperature must be >= 0")
+        if not math.isfinite(self.temperature) or self.temperature < 0:
+            raise ValueError("temperature must be a finite number >= 0")
         if not 0 < self.top_p <= 1:
             raise ValueError("top_p must be in (0, 1]")
         if self.top_k < 0:
@@ -38,4 +43,4 @@ class SamplingParams:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0.0 or self.top_k == 1
+        return self.temperature < GREEDY_TEMPERATURE or self.top_k == 1

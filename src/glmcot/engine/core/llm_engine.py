@@ -169,7 +169,10 @@ class LLMEngine:
         if request is None:
             return None
         self.scheduler.abort(request)
-        request.stream.finish(stopped_by_string=False)
+        try:
+            request.stream.finish(stopped_by_string=False)
+        except Exception:  # a failing detokeniser must not keep the request (or its caller) alive
+            log.exception("detokenising aborted request %s", request_id)
         return self._output(request)
 
     def reset_prefix_cache(self) -> bool:
@@ -212,8 +215,14 @@ class LLMEngine:
             for request, token in zip(sampled, tokens):
                 if request.is_chunk_job:
                     continue
-                if self._append(request, token, now):
-                    finished.append(self._output(request))
+                try:
+                    if isinstance(token, Exception):
+                        raise token
+                    if self._append(request, token, now):
+                        finished.append(self._output(request))
+                except Exception as exc:  # sampling or detokenising this request failed: it alone fails
+                    log.exception("request %s failed in sampling or detokenisation", request.request_id)
+                    finished.append(self._fail(request, exc, now))
         self.num_steps += 1
         self.busy_time += time.monotonic() - started
         return finished
@@ -252,6 +261,19 @@ class LLMEngine:
         request.metrics.finished_time = now
         request.stream.finish(stopped_by_string)
         return True
+
+    def _fail(self, request: Request, exc: Exception, now: float) -> RequestOutput:
+        """Finish `request` with finish_reason "error", freeing its blocks."""
+        self.requests.pop(request.request_id, None)
+        try:
+            self.scheduler.abort(request)
+        except Exception:  # its blocks may already be gone; the request is over either way
+            log.exception("freeing failed request %s", request.request_id)
+        request.finish_reason = "error"
+        request.metrics.finished_time = now
+        out = self._output(request)
+        out.error = f"{type(exc).__name__}: {exc}"
+        return out
 
     def _output(self, request: Request) -> RequestOutput:
         m = request.metrics
