@@ -126,6 +126,15 @@ def test_graph_and_question_errors(client):
     assert response.json()["error"]["code"] == "unknown_scripted_question"
     response = client.post("/v1/ask", json={"question": question, "graph": "dblp", "qid": "s-1"})
     assert response.status_code == 400 and response.json()["error"]["code"] == "qid_mismatch"
+    # the per-call output limit is capped by the server's --max-tokens-limit (4096 by default)
+    response = client.post("/v1/ask", json={"question": question, "graph": "dblp",
+                                            "options": {"max_tokens": 100_000}})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "max_tokens_too_large" and "--max-tokens-limit" in error["message"]
+    assert ask(client, "s-0", options={"max_tokens": 64})["failure"] is None
+    # temperatures too small to divide by are greedy, not a failure of every request in flight
+    assert ask(client, "s-0", options={"temperature": 1e-300})["failure"] is None
 
 
 def test_metrics_report_questions_engine_and_retrieval(client):

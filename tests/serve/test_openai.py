@@ -195,3 +195,88 @@ def test_shutdown_cancels_in_flight_streams_cleanly(engine):
     assert not thread.is_alive()
     stats = idle(engine)
     assert stats["running"] == 0
+
+
+def post(server, path, body, key=KEY):
+    with httpx.Client(base_url=server.url, timeout=120,
+                      headers={"Authorization": f"Bearer {key}"}) as http:
+        return http.post(path, json=body)
+
+
+def test_tiny_temperature_is_greedy_and_other_requests_are_unharmed(server, client):
+    greedy = client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=3, temperature=0)
+    results = {}
+
+    def other():
+        results["other"] = post(server, "/v1/completions", {"prompt": "x", "max_tokens": 8,
+                                                              "temperature": 0.8, "seed": 3})
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    tiny = post(server, "/v1/completions", {"prompt": PROMPT, "max_tokens": 3,
+                                           "temperature": 1e-300})
+    thread.join(120)
+    assert tiny.status_code == 200, tiny.text
+    assert tiny.json()["choices"][0]["text"] == greedy.choices[0].text
+    assert results["other"].status_code == 200, results["other"].text
+
+
+def test_prompt_count_n_session_and_seed_are_bounded(server, engine):
+    baseline = idle(engine)
+    cases = [({"prompt": ["a"] * 20_000, "max_tokens": 2}, "too_many_prompts", "--max-prompts"),
+             ({"prompt": "a", "max_tokens": 2, "n": 9}, "n_too_large", "--max-n"),
+             ({"prompt": "a", "max_tokens": 2, "session": "s" * 300}, "session_too_long",
+              "--max-session-chars"),
+             ({"prompt": "a", "max_tokens": 2, "seed": 2**70}, "invalid_request", "seed")]
+    for body, code, named in cases:
+        response = post(server, "/v1/completions", body)
+        assert response.status_code == 400, (body, response.text)
+        error = response.json()["error"]
+        assert error["code"] == code and named in error["message"], error
+    chat = post(server, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                                                 "max_tokens": 2, "n": 9})
+    assert chat.status_code == 400 and chat.json()["error"]["code"] == "n_too_large"
+    stats = idle(engine)
+    assert stats["generated_tokens"] - baseline["generated_tokens"] == 1   # idle()'s own token
+    # at the limits it works; the largest seed wraps instead of overflowing for later choices
+    ok = post(server, "/v1/completions", {"prompt": ["a", "b"], "max_tokens": 2, "n": 8,
+                                          "seed": 2**63 - 1, "temperature": 1.0})
+    assert ok.status_code == 200, ok.text
+    assert len(ok.json()["choices"]) == 16
+
+
+def test_a_timed_out_many_choice_request_frees_everything_it_queued(engine):
+    config = ServeConfig(model=MODEL, port=0, max_concurrency=2, timeout_s=1.0,
+                         max_tokens_limit=100_000)
+    runtime = Runtime(config=config, engine=engine, owns_engine=False)
+    baseline = idle(engine)
+    with BackgroundServer(config, runtime) as narrow:
+        response = post(narrow, "/v1/completions", {"prompt": [PROMPT] * 32, "n": 8,
+                                                    "max_tokens": 20_000, "ignore_eos": True})
+        assert response.status_code == 504 and response.json()["error"]["type"] == "timeout_error"
+        admission = narrow.app.state.serve.admission
+        assert admission.in_use == 0 and admission.running == 0
+    stats = idle(engine)
+    assert stats["running"] == 0 and stats["waiting"] == 0
+    assert stats["blocks_used"] == baseline["blocks_used"]
+
+
+def test_admission_counts_engine_requests():
+    import asyncio
+
+    from glmcot.serve.limits import Admission
+
+    async def scenario():
+        admission = Admission(max_concurrency=4, max_queue=4, timeout_s=30)
+        big = await admission.acquire("x", cost=16)    # capped at the whole capacity
+        assert admission.in_use == 4
+        small = asyncio.create_task(admission.acquire("x", cost=1))
+        await asyncio.sleep(0.05)
+        assert not small.done() and admission.waiting == 1
+        big.release()
+        ticket = await asyncio.wait_for(small, 30)
+        assert admission.in_use == 1
+        ticket.release()
+        assert admission.in_use == 0
+
+    asyncio.run(scenario())

@@ -40,7 +40,6 @@ class AsyncEngine:
         self._lock = threading.Condition()
         self._inbox: list[tuple] = []
         self._futures: dict[str, Future] = {}
-        self._sessions_ended: list[str] = []
         self._closed = False
         self._stats: dict[str, Any] = self.engine.stats()
         self._thread = threading.Thread(target=self._loop, name="glmcot-engine", daemon=True)
@@ -184,7 +183,6 @@ class AsyncEngine:
             if out is not None:
                 self._resolve(command[1], out)
         elif kind == "end_session":
-            self._sessions_ended.append(command[1])
             self.engine.end_session(command[1])
 
     def _resolve(self, request_id: str, out: RequestOutput | None = None, exc: BaseException | None = None) -> None:

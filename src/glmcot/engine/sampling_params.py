@@ -36,6 +36,8 @@ class SamplingParams:
             raise ValueError("top_p must be in (0, 1]")
         if self.top_k < 0:
             raise ValueError("top_k must be >= 0")
+        if self.seed is not None and not -(2**63) <= self.seed < 2**64:
+            raise ValueError("seed must fit in 64 bits")
         if self.max_tokens < 0:
             raise ValueError("max_tokens must be >= 0")
         if self.forced_text is not None and self.forced_token_ids is not None:

@@ -35,6 +35,9 @@ class ServeConfig:
     max_question_chars: int = 4000
     max_prompt_chars: int = 200_000   # completions / chat prompt text
     max_tokens_limit: int = 4096      # upper bound on a request's max_tokens
+    max_prompts: int = 32             # prompts in one /v1/completions request
+    max_n: int = 8                    # choices (n) per prompt
+    max_session_chars: int = 256      # length of a session id
     shutdown_grace_s: float = 10.0    # in-flight requests get this long on shutdown
 
     def __post_init__(self) -> None:
@@ -54,7 +57,7 @@ class ServeConfig:
             raise ValueError(f"retriever must be auto, embedding or lexical, not "
                              f"{self.retriever!r}")
         for name in ("max_concurrency", "max_body_bytes", "max_question_chars", "max_prompt_chars",
-                     "max_tokens_limit"):
+                     "max_tokens_limit", "max_prompts", "max_n", "max_session_chars"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
         if self.max_queue < 0:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -171,6 +172,8 @@ class Generation:
         self.queue: asyncio.Queue = asyncio.Queue()
         self.futures: list[concurrent.futures.Future] = []
         self.started = time.monotonic()
+        self.aborted = False
+        self._lock = threading.Lock()   # start (a worker thread) races abort (the event loop)
 
     @property
     def size(self) -> int:
@@ -190,12 +193,19 @@ class Generation:
             if text:
                 self._post((index, text))
 
-        future = self.bridge.submit(prompt, sampling, on_delta, self.session, self.priority)
-        future.add_done_callback(lambda _: self._post((index, None)))
-        self.futures.append(future)
+        with self._lock:
+            if self.aborted:
+                raise asyncio.CancelledError   # the request is over; queue nothing more
+            future = self.bridge.submit(prompt, sampling, on_delta, self.session, self.priority)
+            future.add_done_callback(lambda _: self._post((index, None)))
+            self.futures.append(future)
 
     def abort(self) -> None:
-        for future in self.futures:
+        """Aborts every engine request this generation queued (and any it would queue)."""
+        with self._lock:
+            self.aborted = True
+            futures = list(self.futures)
+        for future in futures:
             try:
                 self.bridge.abort(future)
             except Exception:

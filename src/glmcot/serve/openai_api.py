@@ -61,8 +61,22 @@ def _unsupported(body: Any) -> None:
         if getattr(body, name) not in (None, 0, 0.0):
             raise errors.APIError(400, f"{name} is not supported (only 0)",
                                   code="unsupported_parameter")
-    if body.n > 8:
-        raise errors.APIError(400, "n is limited to 8", code="unsupported_parameter")
+
+
+def _check_counts(request: Request, body: Any, num_prompts: int) -> None:
+    """Bounds what one request may queue: prompts, choices per prompt, the session id."""
+    config = _state(request).config
+    if num_prompts > config.max_prompts:
+        raise errors.APIError(400, f"{num_prompts} prompts in one request exceed the server's "
+                              f"limit of {config.max_prompts} (--max-prompts)",
+                              code="too_many_prompts")
+    if body.n > config.max_n:
+        raise errors.APIError(400, f"n={body.n} exceeds the server's limit of {config.max_n} "
+                              "(--max-n)", code="n_too_large")
+    if body.session is not None and len(body.session) > config.max_session_chars:
+        raise errors.APIError(400, f"session id of {len(body.session)} characters exceeds the "
+                              f"server's limit of {config.max_session_chars} "
+                              "(--max-session-chars)", code="session_too_long")
 
 
 def _max_tokens(request: Request, value: int | None) -> int:
@@ -70,7 +84,8 @@ def _max_tokens(request: Request, value: int | None) -> int:
     if value is None:
         return limit
     if value > limit:
-        raise errors.APIError(400, f"max_tokens {value} exceeds the server's limit of {limit}",
+        raise errors.APIError(400, f"max_tokens {value} exceeds the server's limit of {limit} "
+                              "(--max-tokens-limit)",
                               code="max_tokens_too_large")
     return value
 
@@ -106,6 +121,7 @@ async def completions(body: CompletionRequest, request: Request):
         prompts = list(body.prompt)
     if not prompts:
         raise errors.APIError(400, "the prompt list is empty", code="missing_prompt")
+    _check_counts(request, body, len(prompts))
     _check_prompt_size(request, prompts)
     max_tokens = _max_tokens(request, body.max_tokens)
     return await _serve(request, "/v1/completions", body, model, prompts, max_tokens, chat=False)
@@ -116,6 +132,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request):
     model = _check_model(request, body.model)
     bridge = _bridge(request)
     _unsupported(body)
+    _check_counts(request, body, 1)
     prompt = bridge.chat_prompt(body.messages, body.add_generation_prompt)
     _check_prompt_size(request, [prompt])
     max_tokens = _max_tokens(request, body.max_completion_tokens if body.max_completion_tokens
@@ -128,20 +145,25 @@ async def _serve(request: Request, endpoint: str, body: Any, model: str, prompts
                  max_tokens: int, chat: bool):
     state = _state(request)
     bridge: EngineBridge = state.runtime.bridge
-    ticket = await state.admission.acquire(endpoint)
-    try:
-        generation = Generation(bridge, asyncio.get_running_loop(), body.session, body.priority)
-        ticket.on_cancel.append(generation.abort)
+    ticket = await state.admission.acquire(endpoint, cost=len(prompts) * body.n)
+    generation = Generation(bridge, asyncio.get_running_loop(), body.session, body.priority)
+    ticket.on_cancel.append(generation.abort)
+
+    def submit_all() -> None:
         for prompt in prompts:
             for sample in range(body.n):
-                seed = None if body.seed is None else body.seed + sample
-                generation.start(prompt, bridge.sampling(body, max_tokens, seed))
+                generation.start(prompt, bridge.sampling(body, max_tokens,
+                                                         _sample_seed(body.seed, sample)))
+
+    try:
+        # tokenising happens in submit: off the event loop, so /health and others stay served
+        await asyncio.to_thread(submit_all)
     except (ValueError, TypeError) as exc:   # the engine refused the prompt (empty, too long)
         generation.abort()
         ticket.release()
         raise errors.APIError(400, f"{exc}", code="invalid_prompt") from None
     except BaseException:
-        generation.abort()
+        generation.abort()   # also stops a submit_all still running (it checks the flag)
         ticket.release()
         raise
     rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
@@ -178,6 +200,13 @@ async def _serve(request: Request, endpoint: str, body: Any, model: str, prompts
                 "finish_reason": out.finish_reason} for i, out in enumerate(outputs)]
     return {"id": rid, "object": "text_completion", "created": created, "model": model,
             "system_fingerprint": fingerprint, "choices": choices, "usage": usage}
+
+
+def _sample_seed(seed: int | None, sample: int) -> int | None:
+    """Choice `sample`'s seed: seed + sample, wrapped to stay a signed 64-bit integer."""
+    if seed is None:
+        return None
+    return (seed + sample + 2**63) % 2**64 - 2**63
 
 
 def _usage(outputs: list[Any]) -> dict[str, Any]:

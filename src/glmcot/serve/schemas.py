@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 ASK_VERSION = "glmcot.serve.ask/1"
+SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1   # what torch.Generator.manual_seed takes
 EVENT_VERSION = "glmcot.serve.events/1"
 
 
@@ -127,7 +128,7 @@ class CompletionRequest(EngineExtras):
     stream: bool = False
     stream_options: StreamOptions | None = None
     stop: str | list[str] | None = None
-    seed: int | None = None
+    seed: int | None = Field(None, ge=SEED_MIN, le=SEED_MAX, description="A 64-bit signed integer.")
     echo: bool = False
     logprobs: int | None = None
     presence_penalty: float | None = 0.0
@@ -160,7 +161,7 @@ class ChatCompletionRequest(EngineExtras):
     stream: bool = False
     stream_options: StreamOptions | None = None
     stop: str | list[str] | None = None
-    seed: int | None = None
+    seed: int | None = Field(None, ge=SEED_MIN, le=SEED_MAX, description="A 64-bit signed integer.")
     logprobs: bool | None = None
     presence_penalty: float | None = 0.0
     frequency_penalty: float | None = 0.0
