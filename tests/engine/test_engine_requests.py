@@ -234,3 +234,41 @@ def test_a_failed_request_in_the_sync_engine_reports_why(llm, monkeypatch):
     assert len(ok.token_ids) == 3 and ok.error is None
     assert failed.finish_reason == "error" and "bad row" in failed.error
     assert not llm.engine.has_unfinished()
+
+
+def test_logprobs_are_the_models_log_softmax(llm, monkeypatch):
+    import torch
+
+    from glmcot.engine.core import llm_engine
+
+    seen = []
+    real = llm_engine.sample
+
+    def capture(logits, requests):
+        seen.append(logits.clone())
+        return real(logits, requests)
+
+    monkeypatch.setattr(llm_engine, "sample", capture)
+    out = llm.generate("The graph", SamplingParams(max_tokens=5, ignore_eos=True, logprobs=3))[0]
+    assert len(out.logprobs) == len(out.token_ids) == 5 and len(seen) == 5
+    for entry, token, logits in zip(out.logprobs, out.token_ids, seen):
+        expected = torch.log_softmax(logits[0].float(), dim=-1)
+        assert entry.token_id == token
+        assert entry.logprob == pytest.approx(float(expected[token]), abs=1e-5)
+        assert len(entry.top) == 3 and entry.top[0][0] == token   # greedy: the likeliest token
+        assert entry.logprob == pytest.approx(max(lp for _, lp in entry.top), abs=1e-6)
+        assert [lp for _, lp in entry.top] == sorted((lp for _, lp in entry.top), reverse=True)
+    plain = llm.generate("The graph", SamplingParams(max_tokens=5, ignore_eos=True))[0]
+    assert plain.logprobs is None and plain.token_ids == out.token_ids
+    with pytest.raises(ValueError, match="logprobs"):
+        SamplingParams(logprobs=21)
+
+
+def test_ended_sessions_are_forgotten_beyond_a_bound(llm):
+    from glmcot.engine.cache.sessions import MAX_ENDED_SESSIONS
+
+    levels = llm.engine.levels
+    for i in range(MAX_ENDED_SESSIONS + 500):
+        llm.end_session(f"session-{i}")
+    assert len(levels.ended) == MAX_ENDED_SESSIONS
+    assert "session-0" not in levels.ended and f"session-{MAX_ENDED_SESSIONS + 499}" in levels.ended

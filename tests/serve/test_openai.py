@@ -280,3 +280,64 @@ def test_admission_counts_engine_requests():
         assert admission.in_use == 0
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("name,value", [
+    ("response_format", {"type": "json_object"}), ("tools", [{"type": "function", "function":
+                                                              {"name": "f"}}]),
+    ("tool_choice", "auto"), ("logit_bias", {"5": 10}), ("suffix", " end"),
+    ("repetition_penalty", 1.3), ("echo", True), ("presence_penalty", 0.5)])
+def test_unsupported_parameters_are_refused_by_name(server, name, value):
+    response = post(server, "/v1/completions", {"prompt": "a", "max_tokens": 2, name: value})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "unsupported_parameter" and repr(name) in error["message"]
+    if name != "echo":
+        chat = post(server, "/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}],
+                                                     "max_tokens": 2, name: value})
+        assert chat.status_code == 400 and repr(name) in chat.json()["error"]["message"]
+
+
+def test_parameters_at_their_off_value_are_accepted(server):
+    body = {"prompt": "a", "max_tokens": 2, "response_format": {"type": "text"}, "tools": [],
+            "logit_bias": None, "suffix": "", "store": False}
+    assert post(server, "/v1/completions", body).status_code == 200
+
+
+def test_completion_logprobs_are_the_engines(client, engine):
+    from glmcot.engine import SamplingParams
+
+    reply = client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=6, temperature=0,
+                                      logprobs=3, extra_body={"ignore_eos": True})
+    local = engine.submit(PROMPT, SamplingParams(max_tokens=6, ignore_eos=True, logprobs=3)
+                          ).result(120)
+    lp = reply.choices[0].logprobs
+    assert len(lp.token_logprobs) == len(lp.tokens) == len(lp.top_logprobs) == 6
+    assert lp.token_logprobs == pytest.approx([e.logprob for e in local.logprobs], abs=1e-5)
+    for chosen, top in zip(lp.token_logprobs, lp.top_logprobs):
+        assert chosen <= 0 and chosen == pytest.approx(max(top.values()), abs=1e-6)  # greedy
+    assert lp.text_offset[0] == 0 and lp.text_offset == sorted(lp.text_offset)
+    zero = client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=3, temperature=0,
+                                     logprobs=0)
+    assert len(zero.choices[0].logprobs.token_logprobs) == zero.usage.completion_tokens
+    assert zero.choices[0].logprobs.top_logprobs is None
+    plain = client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=3, temperature=0)
+    assert plain.choices[0].logprobs is None
+
+
+def test_chat_logprobs_and_their_limits(client, server):
+    messages = [{"role": "user", "content": "Who wrote the paper?"}]
+    reply = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=5,
+                                           temperature=0, logprobs=True, top_logprobs=2)
+    content = reply.choices[0].logprobs.content
+    assert len(content) == reply.usage.completion_tokens
+    for entry in content:
+        assert len(entry.top_logprobs) == 2
+        assert entry.logprob == pytest.approx(max(t.logprob for t in entry.top_logprobs), abs=1e-6)
+        assert entry.bytes == list(entry.token.encode("utf-8"))
+    for body, named in [({"logprobs": True, "stream": True}, "logprobs"),
+                        ({"top_logprobs": 2}, "top_logprobs"),
+                        ({"logprobs": True, "top_logprobs": 21}, "top_logprobs")]:
+        response = post(server, "/v1/chat/completions", {"messages": messages, "max_tokens": 2,
+                                                         **body})
+        assert response.status_code == 400 and named in response.json()["error"]["message"]

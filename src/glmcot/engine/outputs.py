@@ -39,6 +39,16 @@ class RequestMetrics:
         return self.queue_time
 
 
+@dataclass(frozen=True)
+class TokenLogprob:
+    """A generated token's log-probability under the model (log_softmax of its logits, before
+    temperature, top-k or top-p), and the `top` most likely tokens at that position."""
+
+    token_id: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
+
+
 @dataclass
 class RequestOutput:
     request_id: str
@@ -50,6 +60,7 @@ class RequestOutput:
     metrics: RequestMetrics
     prompt_token_ids: list[int] = field(default_factory=list, repr=False)
     error: str | None = None  # why the request failed (finish_reason "error"); others unharmed
+    logprobs: list[TokenLogprob] | None = None  # one per output token, when SamplingParams.logprobs is set
 
     @property
     def output_tokens(self) -> int:

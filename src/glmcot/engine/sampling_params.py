@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 # Below this a temperature is greedy: dividing logits by it would overflow (1e-300 gives inf/nan),
 # and the distribution is already a point mass at this precision (vLLM uses the same cut-off).
 GREEDY_TEMPERATURE = 1e-5
+MAX_LOGPROBS = 20  # top alternatives per token, as the OpenAI API allows
 
 
 @dataclass
@@ -25,6 +26,7 @@ class SamplingParams:
     ignore_eos: bool = False
     forced_text: str | None = None
     forced_token_ids: list[int] | None = None
+    logprobs: int | None = None  # None: off; k: each output token's log-probability and the top k
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):
@@ -38,6 +40,8 @@ class SamplingParams:
             raise ValueError("top_k must be >= 0")
         if self.seed is not None and not -(2**63) <= self.seed < 2**64:
             raise ValueError("seed must fit in 64 bits")
+        if self.logprobs is not None and not 0 <= self.logprobs <= MAX_LOGPROBS:
+            raise ValueError(f"logprobs must be in [0, {MAX_LOGPROBS}]")
         if self.max_tokens < 0:
             raise ValueError("max_tokens must be >= 0")
         if self.forced_text is not None and self.forced_token_ids is not None:

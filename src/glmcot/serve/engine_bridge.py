@@ -29,6 +29,7 @@ class Finished:
     completion_tokens: int
     cached_tokens: int
     finish_reason: str
+    logprobs: list[Any] | None = None   # engine TokenLogprob records, when asked for
 
 
 def _count(value: Any) -> int:
@@ -57,7 +58,7 @@ def finished(output: Any) -> Finished:
     return Finished(text=output.text, prompt_tokens=_count(output.prompt_tokens),
                     completion_tokens=_count(getattr(output, "token_ids", None)),
                     cached_tokens=_count(getattr(output, "cached_tokens", 0)),
-                    finish_reason=reason)
+                    finish_reason=reason, logprobs=getattr(output, "logprobs", None))
 
 
 class EngineBridge:
@@ -73,7 +74,12 @@ class EngineBridge:
 
     # --- request building -------------------------------------------------------------------
 
-    def sampling(self, body: Any, max_tokens: int, seed: int | None) -> Any:
+    def token_text(self, token_id: int) -> str:
+        """One token as text (special tokens included), for log-probability listings."""
+        return self.tokenizer.decode([token_id], skip_special_tokens=False)
+
+    def sampling(self, body: Any, max_tokens: int, seed: int | None,
+                 logprobs: int | None = None) -> Any:
         fields: dict[str, Any] = {
             "temperature": 1.0 if body.temperature is None else body.temperature,
             "max_tokens": max_tokens,
@@ -91,6 +97,8 @@ class EngineBridge:
             fields["stop_token_ids"] = list(body.stop_token_ids)
         if body.forced_text is not None:
             fields["forced_text"] = body.forced_text
+        if logprobs is not None:
+            fields["logprobs"] = logprobs
         return self._sampling_cls(**fields)
 
     def segments(self, segments: list[Any]) -> list[Any]:

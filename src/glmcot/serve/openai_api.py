@@ -52,15 +52,43 @@ async def list_models(request: Request) -> ModelList:
     return ModelList(data=[ModelCard(id=state.config.model_name, created=state.created)])
 
 
+# Fields a client may send that change nothing here: metadata, or a parameter at the value
+# that means "off". Any other field this server does not implement is refused by name.
+IGNORED_FIELDS = frozenset({"store", "metadata", "service_tier"})
+OFF_VALUES: dict[str, tuple[Any, ...]] = {
+    "response_format": ({"type": "text"},), "tool_choice": ("none",), "function_call": ("none",),
+    "best_of": (1,), "parallel_tool_calls": (True, False)}
+
+
+def _refuse(name: str, why: str = "") -> errors.APIError:
+    return errors.APIError(400, f"parameter {name!r} is not supported by this server{why}",
+                           code="unsupported_parameter")
+
+
 def _unsupported(body: Any) -> None:
+    """400 naming the first parameter the server would otherwise silently ignore."""
+    for name, value in (body.model_extra or {}).items():
+        if name in IGNORED_FIELDS or value in (None, "", [], {}):
+            continue
+        if value in OFF_VALUES.get(name, ()):
+            continue
+        raise _refuse(name)
     if getattr(body, "echo", False):
-        raise errors.APIError(400, "echo is not supported", code="unsupported_parameter")
-    if body.logprobs:
-        raise errors.APIError(400, "logprobs are not supported", code="unsupported_parameter")
+        raise _refuse("echo")
     for name in ("presence_penalty", "frequency_penalty"):
         if getattr(body, name) not in (None, 0, 0.0):
-            raise errors.APIError(400, f"{name} is not supported (only 0)",
-                                  code="unsupported_parameter")
+            raise _refuse(name, " (only 0)")
+    if _logprobs(body) is not None and body.stream:
+        raise _refuse("logprobs", " together with stream; ask without stream")
+    if getattr(body, "top_logprobs", None) is not None and not body.logprobs:
+        raise errors.APIError(400, "top_logprobs needs logprobs: true", code="invalid_parameter")
+
+
+def _logprobs(body: Any) -> int | None:
+    """How many alternatives per token the body asks for; None when it wants no logprobs."""
+    if isinstance(body, ChatCompletionRequest):
+        return (body.top_logprobs or 0) if body.logprobs else None
+    return body.logprobs
 
 
 def _check_counts(request: Request, body: Any, num_prompts: int) -> None:
@@ -153,7 +181,8 @@ async def _serve(request: Request, endpoint: str, body: Any, model: str, prompts
         for prompt in prompts:
             for sample in range(body.n):
                 generation.start(prompt, bridge.sampling(body, max_tokens,
-                                                         _sample_seed(body.seed, sample)))
+                                                         _sample_seed(body.seed, sample),
+                                                         _logprobs(body)))
 
     try:
         # tokenising happens in submit: off the event loop, so /health and others stay served
@@ -192,14 +221,46 @@ async def _serve(request: Request, endpoint: str, body: Any, model: str, prompts
     _count_tokens(state, endpoint, usage)
     if chat:
         choices = [{"index": i, "message": {"role": "assistant", "content": out.text},
-                    "logprobs": None, "finish_reason": out.finish_reason}
+                    "logprobs": _chat_logprobs(bridge, out.logprobs),
+                    "finish_reason": out.finish_reason}
                    for i, out in enumerate(outputs)]
         return {"id": rid, "object": "chat.completion", "created": created, "model": model,
                 "system_fingerprint": fingerprint, "choices": choices, "usage": usage}
-    choices = [{"index": i, "text": out.text, "logprobs": None,
+    choices = [{"index": i, "text": out.text,
+                "logprobs": _completion_logprobs(bridge, out.logprobs, body.logprobs or 0),
                 "finish_reason": out.finish_reason} for i, out in enumerate(outputs)]
     return {"id": rid, "object": "text_completion", "created": created, "model": model,
             "system_fingerprint": fingerprint, "choices": choices, "usage": usage}
+
+
+def _completion_logprobs(bridge: EngineBridge, entries: list[Any] | None, top: int
+                         ) -> dict[str, Any] | None:
+    """The legacy completions shape: parallel lists, top alternatives as {token: logprob}."""
+    if entries is None:
+        return None
+    tokens = [bridge.token_text(e.token_id) for e in entries]
+    offsets, at = [], 0
+    for token in tokens:
+        offsets.append(at)
+        at += len(token)
+    tops = None
+    if top > 0:
+        tops = [{bridge.token_text(t): lp for t, lp in e.top} for e in entries]
+    return {"tokens": tokens, "token_logprobs": [e.logprob for e in entries],
+            "top_logprobs": tops, "text_offset": offsets}
+
+
+def _chat_logprobs(bridge: EngineBridge, entries: list[Any] | None) -> dict[str, Any] | None:
+    if entries is None:
+        return None
+
+    def item(token_id: int, logprob: float) -> dict[str, Any]:
+        text = bridge.token_text(token_id)
+        return {"token": text, "logprob": logprob, "bytes": list(text.encode("utf-8"))}
+
+    content = [{**item(e.token_id, e.logprob), "top_logprobs": [item(t, lp) for t, lp in e.top]}
+               for e in entries]
+    return {"content": content, "refusal": None}
 
 
 def _sample_seed(seed: int | None, sample: int) -> int | None:

@@ -116,7 +116,8 @@ class EngineExtras(BaseModel):
 
 
 class CompletionRequest(EngineExtras):
-    model_config = ConfigDict(extra="ignore")
+    # extra fields are kept so the handler can refuse the unsupported ones by name
+    model_config = ConfigDict(extra="allow")
     model: str | None = None
     prompt: str | list[str] | list[int] | list[list[int]] | None = None
     segments: list[SegmentIn] | None = Field(None, description="Prompt as segments "
@@ -130,7 +131,8 @@ class CompletionRequest(EngineExtras):
     stop: str | list[str] | None = None
     seed: int | None = Field(None, ge=SEED_MIN, le=SEED_MAX, description="A 64-bit signed integer.")
     echo: bool = False
-    logprobs: int | None = None
+    logprobs: int | None = Field(None, ge=0, le=20, description="Log-probabilities of each "
+                                 "output token and of its N likeliest alternatives.")
     presence_penalty: float | None = 0.0
     frequency_penalty: float | None = 0.0
     user: str | None = None
@@ -150,7 +152,7 @@ class ChatMessage(BaseModel):
 
 
 class ChatCompletionRequest(EngineExtras):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="allow")
     model: str | None = None
     messages: list[ChatMessage] = Field(..., min_length=1)
     max_tokens: int | None = Field(None, ge=0)
@@ -162,7 +164,10 @@ class ChatCompletionRequest(EngineExtras):
     stream_options: StreamOptions | None = None
     stop: str | list[str] | None = None
     seed: int | None = Field(None, ge=SEED_MIN, le=SEED_MAX, description="A 64-bit signed integer.")
-    logprobs: bool | None = None
+    logprobs: bool | None = Field(None, description="Return each output token's "
+                                  "log-probability.")
+    top_logprobs: int | None = Field(None, ge=0, le=20, description="With logprobs: the N "
+                                     "likeliest alternatives at each position.")
     presence_penalty: float | None = 0.0
     frequency_penalty: float | None = 0.0
     user: str | None = None
@@ -180,10 +185,17 @@ class Usage(BaseModel):
     prompt_tokens_details: PromptTokensDetails | None = None
 
 
+class CompletionLogprobs(BaseModel):
+    tokens: list[str]
+    token_logprobs: list[float]
+    top_logprobs: list[dict[str, float]] | None = None
+    text_offset: list[int]
+
+
 class CompletionChoice(BaseModel):
     index: int
     text: str
-    logprobs: None = None
+    logprobs: CompletionLogprobs | None = None
     finish_reason: str | None
 
 
@@ -203,10 +215,25 @@ class AssistantMessage(BaseModel):
     content: str
 
 
+class TopLogprob(BaseModel):
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+
+
+class TokenLogprobOut(TopLogprob):
+    top_logprobs: list[TopLogprob] = []
+
+
+class ChatLogprobs(BaseModel):
+    content: list[TokenLogprobOut] | None = None
+    refusal: list[TokenLogprobOut] | None = None
+
+
 class ChatChoice(BaseModel):
     index: int
     message: AssistantMessage
-    logprobs: None = None
+    logprobs: ChatLogprobs | None = None
     finish_reason: str | None
 
 

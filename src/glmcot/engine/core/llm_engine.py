@@ -20,7 +20,7 @@ from glmcot.engine.core.chunk_reuse import ChunkReuse
 from glmcot.engine.core.detokenizer import TextStream
 from glmcot.engine.core.model_runner import ModelRunner, kv_bytes_per_token
 from glmcot.engine.core.request import Request, SegmentSpan
-from glmcot.engine.core.sampler import sample
+from glmcot.engine.core.sampler import sample, token_logprob
 from glmcot.engine.core.scheduler import Scheduler
 from glmcot.engine.models.loader import DTYPES, LoadedModel, load_model
 from glmcot.engine.outputs import PromptTooLongError, RequestOutput
@@ -210,15 +210,16 @@ class LLMEngine:
             self.chunks.after_step([item.request for item in plan.scheduled])
         finished = []
         if sampled:
-            tokens = sample(logits.cpu(), sampled)
+            logits = logits.cpu()
+            tokens = sample(logits, sampled)
             now = time.monotonic()
-            for request, token in zip(sampled, tokens):
+            for row, (request, token) in enumerate(zip(sampled, tokens)):
                 if request.is_chunk_job:
                     continue
                 try:
                     if isinstance(token, Exception):
                         raise token
-                    if self._append(request, token, now):
+                    if self._append(request, token, now, logits[row] if request.logprobs is not None else None):
                         finished.append(self._output(request))
                 except Exception as exc:  # sampling or detokenising this request failed: it alone fails
                     log.exception("request %s failed in sampling or detokenisation", request.request_id)
@@ -227,8 +228,9 @@ class LLMEngine:
         self.busy_time += time.monotonic() - started
         return finished
 
-    def _append(self, request: Request, token: int, now: float) -> bool:
-        """Add one generated token; True when the request finished."""
+    def _append(self, request: Request, token: int, now: float, logits: torch.Tensor | None = None) -> bool:
+        """Add one generated token; True when the request finished. `logits`: its row, when the
+        request wants log-probabilities."""
         params = request.sampling
         if request.num_output_tokens >= params.max_tokens:  # max_tokens=0: a prefill-only request
             return self._finish(request, "length", False, now)
@@ -237,6 +239,8 @@ class LLMEngine:
                 return self._finish(request, "stop", False, now)
             token = request.forced_token_ids[request.num_output_tokens]
         request.all_token_ids.append(token)
+        if logits is not None:
+            request.logprobs.append(token_logprob(logits, token, request.sampling.logprobs or 0))
         self.num_generated_tokens += 1
         if request.metrics.first_token_time is None:
             request.metrics.first_token_time = now
@@ -285,7 +289,8 @@ class LLMEngine:
             m.e2e = m.finished_time - m.arrival_time
         return RequestOutput(request.request_id, request.stream.text, request.output_token_ids, request.num_prompt_tokens,
                              max(request.num_cached_tokens, 0), request.finish_reason, m,
-                             request.all_token_ids[: request.num_prompt_tokens])
+                             request.all_token_ids[: request.num_prompt_tokens],
+                             logprobs=list(request.logprobs) if request.logprobs is not None else None)
 
     def stats(self) -> dict[str, Any]:
         elapsed = time.monotonic() - self.started

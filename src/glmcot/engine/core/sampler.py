@@ -11,9 +11,21 @@ from __future__ import annotations
 import torch
 
 from glmcot.engine.core.request import Request
+from glmcot.engine.outputs import TokenLogprob
 from glmcot.engine.sampling_params import GREEDY_TEMPERATURE
 
-__all__ = ["GREEDY_TEMPERATURE", "sample", "sample_row"]
+__all__ = ["GREEDY_TEMPERATURE", "sample", "sample_row", "token_logprob"]
+
+
+def token_logprob(logits: torch.Tensor, token: int, top: int) -> TokenLogprob:
+    """`token`'s log-probability under the model's distribution (the raw logits: before
+    temperature, top-k, top-p, as the OpenAI API reports them) and the `top` likeliest tokens."""
+    logprobs = torch.log_softmax(logits.float(), dim=-1)
+    best: tuple[tuple[int, float], ...] = ()
+    if top > 0:
+        values, ids = torch.topk(logprobs, min(top, logprobs.numel()))
+        best = tuple(zip(ids.tolist(), values.tolist()))
+    return TokenLogprob(int(token), float(logprobs[token]), best)
 
 
 def sample_row(logits: torch.Tensor, greedy_token: int, request: Request) -> int:
