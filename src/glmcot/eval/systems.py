@@ -140,7 +140,8 @@ def answer_backend(config: EvalConfig, scripted_questions: Any = None, context: 
     spec = backend_spec(config, scripted_questions is not None)
     options: dict[str, Any] = {}
     if spec.startswith("openai:"):
-        options.update(model=config.api_model, api_key=config.api_key)
+        options.update(model=config.api_model, api_key=config.api_key, timeout_s=config.llm_timeout,
+                       max_retries=config.llm_retries)
     else:
         options.update(engine_options(config))
         options.update(engine or {})
@@ -175,7 +176,8 @@ def judge_function(config: EvalConfig, answer_backend_: Any, options: Any) -> Ca
         from glmcot.llm import make_backend
 
         backend = make_backend(f"openai:{config.judge_llm}", model=config.judge_model or config.api_model,
-                               api_key=config.api_key)
+                               api_key=config.api_key, timeout_s=config.llm_timeout,
+                               max_retries=config.llm_retries)
 
     def run(question: Question, prediction: str) -> tuple[bool | None, str]:
         return judge(backend, question.question, prediction, question.answer, qid=question.qid)
