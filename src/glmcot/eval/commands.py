@@ -146,7 +146,9 @@ def register(app: typer.Typer) -> None:
             if not config.model and not config.llm:
                 raise typer.BadParameter("give --model PATH (local checkpoint) or --llm URL "
                                          "(OpenAI-compatible server), or set GLMCOT_MODEL / GLMCOT_LLM")
-            ask(question, graph, method, config, trace=trace, as_json=as_json)
+            data = ask(question, graph, method, config, trace=trace, as_json=as_json)
+            if data.get("failure") == "backend_error":   # no answer because the LLM failed
+                raise typer.Exit(1)
 
     @app.command("eval")
     def eval_command(
@@ -191,9 +193,20 @@ def register(app: typer.Typer) -> None:
             if graph is None and any(m != "base" for m in methods):
                 raise typer.BadParameter(f"--graph is needed for {', '.join(m for m in methods if m != 'base')}",
                                          param_hint="--graph")
-            result = evaluate(EvalOptions(questions=questions, graph=graph, methods=methods, scripted=scripted,
-                                          out=out, limit=limit, judge=(not scripted) if judge is None else judge,
-                                          resume=not fresh, quiet=as_json), config)
+            from glmcot.eval.runner import RunInterrupted
+
+            try:
+                result = evaluate(EvalOptions(questions=questions, graph=graph, methods=methods, scripted=scripted,
+                                              out=out, limit=limit, judge=(not scripted) if judge is None else judge,
+                                              resume=not fresh, quiet=as_json), config)
+            except RunInterrupted as stopped:
+                from rich.console import Console
+
+                Console(stderr=True).print(
+                    f"[bold yellow]interrupted:[/] {stopped.method}: {stopped.saved} of {stopped.total} answers "
+                    f"are saved in {stopped.path}; run the same command again (without --fresh) to resume "
+                    "from there", highlight=False)
+                raise typer.Exit(130) from None
             if as_json:
                 _print_json(result)
 
