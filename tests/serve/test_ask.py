@@ -161,7 +161,7 @@ def test_client_disconnecting_mid_stream_stops_the_question(server, client, engi
         for line in response.iter_lines():
             if line.startswith("event: thought"):
                 break                      # leave after the first step
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 600
     while state.admission.running:
         assert time.monotonic() < deadline, "the question kept its slot"
         time.sleep(0.05)
@@ -198,7 +198,7 @@ def test_client_leaving_a_plain_request_stops_the_question(engine, dataset):
             body = {"question": BY_QID["s-1"]["question"], "graph": "dblp", "method": "glm"}
             with pytest.raises(httpx.ReadTimeout):
                 httpx.post(server.url + "/v1/ask", json=body, timeout=0.3)
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 600
             while state.admission.running:
                 assert time.monotonic() < deadline, "the question kept its slot"
                 time.sleep(0.05)
@@ -260,7 +260,7 @@ def test_timeout_answers_504_and_stops_the_agent(engine, dataset):
             assert response.json()["error"]["type"] == "timeout_error"
             # the abandoned agent keeps its slot until it stops, at its next LLM call
             state = server.app.state.serve
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 600
             while state.admission.running:
                 assert time.monotonic() < deadline, "the timed-out agent did not stop"
                 time.sleep(0.05)

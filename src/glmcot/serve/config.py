@@ -39,6 +39,7 @@ class ServeConfig:
     max_n: int = 8                    # choices (n) per prompt
     max_session_chars: int = 256      # length of a session id
     shutdown_grace_s: float = 10.0    # in-flight requests get this long on shutdown
+    warmup: bool = True               # one tiny generation at start, before reporting ready
 
     def __post_init__(self) -> None:
         self.graphs = {name: Path(path) for name, path in self.graphs.items()}
