@@ -87,4 +87,4 @@ def test_ask_against_a_server_that_is_not_there_fails_at_once_in_one_line(cache_
     assert result.exit_code == 2, result.output
     output = " ".join(result.output.split())
     assert "cannot connect to http://127.0.0.1:9/v1" in output and "Traceback" not in output
-    assert "answer:" not in output   # nothing ran
+    assert "LLM calls" not in output and "(no answer)" not in output   # nothing ran
