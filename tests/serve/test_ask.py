@@ -295,3 +295,17 @@ def test_upstream_llm_mode_answers_through_another_server(server, dataset):
         runtime.close()
     upstream = httpx.get(server.url + "/metrics", headers=AUTH).text
     assert 'glmcot_requests_total{endpoint="/v1/chat/completions",status="200"}' in upstream
+
+
+def test_upstream_timeout_and_retries_are_settings_and_a_dead_upstream_is_logged(dataset, caplog):
+    config = ServeConfig(graphs={"dblp": dataset}, llm_url="http://127.0.0.1:9/v1", llm_model="m",
+                         llm_timeout_s=5.0, llm_retries=0, port=0)
+    with caplog.at_level("WARNING", logger="glmcot.serve"):
+        runtime = build_runtime(config)
+    try:
+        assert (runtime.backend.timeout_s, runtime.backend.max_retries) == (5.0, 0)
+        assert "cannot answer yet: cannot connect to http://127.0.0.1:9/v1" in caplog.text
+    finally:
+        runtime.close()
+    with pytest.raises(ValueError, match="llm_retries"):
+        ServeConfig(llm_url="http://127.0.0.1:9/v1", llm_retries=-1)

@@ -19,6 +19,8 @@ class ServeConfig:
     llm_url: str | None = None        # or an upstream OpenAI-compatible server
     llm_model: str | None = None      # model name to ask the upstream for
     llm_api_key: str | None = None    # key for the upstream (never logged)
+    llm_timeout_s: float = 120.0      # per HTTP request to the upstream
+    llm_retries: int = 4              # retries of a transient upstream failure
     scripted: Path | None = None      # questions.jsonl: answer with the scripted policy
     retriever: str = "auto"           # RetrieveNode: auto (embedding index if built) | lexical
     engine_options: dict = field(default_factory=dict)  # extra EngineConfig fields
@@ -63,6 +65,8 @@ class ServeConfig:
                 raise ValueError(f"{name} must be at least 1")
         if self.max_queue < 0:
             raise ValueError("max_queue must be 0 or more")
+        if self.llm_timeout_s <= 0 or self.llm_retries < 0:
+            raise ValueError("llm_timeout_s must be positive and llm_retries 0 or more")
         if self.timeout_s <= 0:
             raise ValueError("timeout_s must be positive")
         for name in self.graphs:
