@@ -229,7 +229,10 @@ def test_prompt_count_n_session_and_seed_are_bounded(server, engine):
              ({"prompt": "a", "max_tokens": 2, "n": 9}, "n_too_large", "--max-n"),
              ({"prompt": "a", "max_tokens": 2, "session": "s" * 300}, "session_too_long",
               "--max-session-chars"),
-             ({"prompt": "a", "max_tokens": 2, "seed": 2**70}, "invalid_request", "seed")]
+             ({"prompt": "a", "max_tokens": 2, "seed": 2**70}, "invalid_request", "seed"),
+             ({"prompt": "a", "max_tokens": 2, "stop": ["ab"] * 5000}, "too_many_stop_strings", "16"),
+             ({"segments": [{"text": "a", "key": "k" * 100_000}], "max_tokens": 2}, "invalid_request",
+              "segments.0.key")]
     for body, code, named in cases:
         response = post(server, "/v1/completions", body)
         assert response.status_code == 400, (body, response.text)
@@ -238,6 +241,9 @@ def test_prompt_count_n_session_and_seed_are_bounded(server, engine):
     chat = post(server, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
                                                  "max_tokens": 2, "n": 9})
     assert chat.status_code == 400 and chat.json()["error"]["code"] == "n_too_large"
+    image = post(server, "/v1/chat/completions", {"messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "http://x"}}]}], "max_tokens": 2})
+    assert image.status_code == 400 and "'image_url' is not supported" in image.json()["error"]["message"]
     stats = idle(engine)
     assert stats["generated_tokens"] - baseline["generated_tokens"] == 1   # idle()'s own token
     # at the limits it works; the largest seed wraps instead of overflowing for later choices

@@ -116,7 +116,13 @@ class EngineBridge:
                 contents.append(MARK.format(len(pieces) - 1))
             else:
                 if isinstance(message.content, list):
-                    text = "".join(p.text or "" for p in message.content if p.type == "text")
+                    other = [p.type for p in message.content if p.type != "text"]
+                    if other:   # refused by name rather than silently dropped
+                        from glmcot.serve.errors import APIError
+
+                        raise APIError(400, f"content part type {other[0]!r} is not supported "
+                                       "(text only)", code="unsupported_parameter")
+                    text = "".join(p.text or "" for p in message.content)
                 else:
                     text = message.content or ""
                 contents.append(text)
@@ -168,6 +174,10 @@ class EngineBridge:
         return self.engine.stats()
 
 
+class GenerationAborted(RuntimeError):
+    """`Generation.start` after `abort` (shutdown or the client left): nothing more is queued."""
+
+
 class Generation:
     """Several engine requests (choices) whose deltas arrive, in order, on one asyncio queue."""
 
@@ -203,7 +213,7 @@ class Generation:
 
         with self._lock:
             if self.aborted:
-                raise asyncio.CancelledError   # the request is over; queue nothing more
+                raise GenerationAborted("the request was cancelled while its prompts were queued")
             future = self.bridge.submit(prompt, sampling, on_delta, self.session, self.priority)
             future.add_done_callback(lambda _: self._post((index, None)))
             self.futures.append(future)

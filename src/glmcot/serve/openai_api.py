@@ -17,8 +17,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from glmcot.serve import errors, sse
-from glmcot.serve.engine_bridge import EngineBridge, Generation
-from glmcot.serve.schemas import (ChatCompletionRequest, ChatCompletionResponse,
+from glmcot.serve.engine_bridge import EngineBridge, Generation, GenerationAborted
+from glmcot.serve.schemas import (MAX_STOP, ChatCompletionRequest, ChatCompletionResponse,
                                   CompletionRequest, CompletionResponse, ModelCard, ModelList)
 
 router = APIRouter(tags=["OpenAI-compatible"])
@@ -101,6 +101,10 @@ def _check_counts(request: Request, body: Any, num_prompts: int) -> None:
     if body.n > config.max_n:
         raise errors.APIError(400, f"n={body.n} exceeds the server's limit of {config.max_n} "
                               "(--max-n)", code="n_too_large")
+    stops = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
+    if len(stops) > MAX_STOP:
+        raise errors.APIError(400, f"{len(stops)} stop strings exceed the limit of {MAX_STOP}",
+                              code="too_many_stop_strings")
     if body.session is not None and len(body.session) > config.max_session_chars:
         raise errors.APIError(400, f"session id of {len(body.session)} characters exceeds the "
                               f"server's limit of {config.max_session_chars} "
@@ -191,6 +195,9 @@ async def _serve(request: Request, endpoint: str, body: Any, model: str, prompts
         generation.abort()
         ticket.release()
         raise errors.APIError(400, f"{exc}", code="invalid_prompt") from None
+    except GenerationAborted:   # cancelled by the shutdown drain while submitting
+        ticket.release()
+        raise errors.unavailable() from None
     except BaseException:
         generation.abort()   # also stops a submit_all still running (it checks the flag)
         ticket.release()

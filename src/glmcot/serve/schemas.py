@@ -13,6 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 ASK_VERSION = "glmcot.serve.ask/1"
 SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1   # what torch.Generator.manual_seed takes
+MAX_KEY_CHARS = 1024   # a segment's reuse key: keys are kept in the engine's chunk index
+MAX_STOP = 16          # stop strings per request: each is searched at every decoded token
+MAX_STOP_TOKEN_IDS = 256
 EVENT_VERSION = "glmcot.serve.events/1"
 
 
@@ -95,7 +98,8 @@ class SegmentIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     text: str
     level: int = Field(4, ge=1, le=4)
-    key: str | None = Field(None, description="Content key for position-independent reuse.")
+    key: str | None = Field(None, max_length=MAX_KEY_CHARS,
+                            description="Content key for position-independent reuse.")
 
 
 class StreamOptions(BaseModel):
@@ -107,7 +111,7 @@ class EngineExtras(BaseModel):
 
     top_k: int | None = Field(None, ge=-1)
     ignore_eos: bool = False
-    stop_token_ids: list[int] | None = None
+    stop_token_ids: list[int] | None = Field(None, max_length=MAX_STOP_TOKEN_IDS)
     session: str | None = Field(None, description="Session id: notebook blocks stay at level 2.")
     end_session: bool = Field(False, description="End the session when this request finishes.")
     priority: int = Field(0, description="Scheduling priority; lower is served first.")
@@ -128,7 +132,7 @@ class CompletionRequest(EngineExtras):
     n: int = Field(1, ge=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
-    stop: str | list[str] | None = None
+    stop: str | list[str] | None = Field(None, description=f"At most {MAX_STOP} strings.")
     seed: int | None = Field(None, ge=SEED_MIN, le=SEED_MAX, description="A 64-bit signed integer.")
     echo: bool = False
     logprobs: int | None = Field(None, ge=0, le=20, description="Log-probabilities of each "
@@ -162,7 +166,7 @@ class ChatCompletionRequest(EngineExtras):
     n: int = Field(1, ge=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
-    stop: str | list[str] | None = None
+    stop: str | list[str] | None = Field(None, description=f"At most {MAX_STOP} strings.")
     seed: int | None = Field(None, ge=SEED_MIN, le=SEED_MAX, description="A 64-bit signed integer.")
     logprobs: bool | None = Field(None, description="Return each output token's "
                                   "log-probability.")
