@@ -148,3 +148,66 @@ def test_eval_prints_every_failure_keeps_it_in_the_rows_and_resume_retries_it(tm
     finally:
         server.httpd.shutdown()
         server.httpd.server_close()
+
+
+def test_ctrl_c_in_eval_stops_at_once_and_says_how_to_resume(tmp_path: Path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    release = threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def _send(self, data):
+            body = json.dumps(data).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            self._send({"object": "list", "data": [{"id": "table-model", "object": "model"}]})
+
+        def do_POST(self):
+            request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            if "Alpha" not in request["messages"][-1]["content"]:
+                release.wait(600)   # the other questions are still being answered at Ctrl-C
+            self._send({"choices": [{"index": 0, "message": {"role": "assistant", "content": "Ann Lee"},
+                                     "finish_reason": "stop"}], "usage": {"prompt_tokens": 3, "completion_tokens": 2}})
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    out = tmp_path / "o"
+    questions = _write_questions(tmp_path / "q.jsonl")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "glmcot.cli", "eval", "--questions", str(questions), "--method", "base", "--no-judge",
+         "--llm", f"http://127.0.0.1:{httpd.server_address[1]}/v1", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "300"})
+    try:
+        deadline = time.monotonic() + 600   # generous: only a bound against hanging forever
+        results = out / "base.jsonl"
+        while not (results.exists() and results.read_text().count("\n") >= 1):
+            assert process.poll() is None, process.stdout.read()
+            assert time.monotonic() < deadline, "the first answer never arrived"
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=600)   # would wait for the stuck questions before
+    finally:
+        release.set()
+        if process.poll() is None:
+            process.terminate()
+        httpd.shutdown()
+        httpd.server_close()
+    text = " ".join(output.split())
+    assert process.returncode == 130, output
+    assert "1 of 3 answers are saved" in text and "again" in text and "resume" in text
+    assert "Traceback" not in text
+    assert [json.loads(line)["qid"] for line in (out / "base.jsonl").read_text().splitlines()] == ["0"]
