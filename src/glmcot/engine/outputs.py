@@ -26,6 +26,16 @@ class RequestMetrics:
         return self.queue_time
 
 
+@dataclass(frozen=True)
+class TokenLogprob:
+    """A generated token's log-probability under the model (log_softmax of its logits, before
+    temperature, top-k or top-p), and the `top` most likely tokens at that position."""
+
+    token_id: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
+
+
 @dataclass
 class RequestOutput:
     request_id: str
@@ -33,9 +43,11 @@ class RequestOutput:
     token_ids: list[int]
     prompt_tokens: int
     cached_tokens: int
-    finish_reason: str | None  # "stop" | "length" | "abort" | None while running
+    finish_reason: str | None  # "stop" | "length" | "abort" | "error" | None while running
     metrics: RequestMetrics
     prompt_token_ids: list[int] = field(default_factory=list, repr=False)
+    error: str | None = None  # why the request failed (finish_reason "error"); others unharmed
+    logprobs: list[TokenLogprob] | None = None  # one per output token, when SamplingParams.logprobs is set
 
     @property
     def output_tokens(self) -> int:

@@ -17,6 +17,9 @@ from glmcot.benchmarks import NAMES as BENCHMARK_NAMES
 
 BENCHES = (*BENCHMARK_NAMES, "ablation", "all")
 
+_TIMEOUT_HELP = "Seconds per HTTP request to the --llm (and judge) server [env GLMCOT_LLM_TIMEOUT; default 120]."
+_RETRIES_HELP = ("Retries of a transient --llm failure (connection, 429/5xx, a stream cut short) "
+                 "[env GLMCOT_LLM_RETRIES; default 4].")
 _CONFIG_HELP = "TOML config file (default: $GLMCOT_CONFIG, else ~/.config/glmcot/config.toml)."
 
 
@@ -123,6 +126,8 @@ def register(app: typer.Typer) -> None:
         model: Optional[str] = typer.Option(None, "--model", help="Local checkpoint folder for the native engine."),
         llm: Optional[str] = typer.Option(None, "--llm", help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1 [env GLMCOT_LLM]."),
         api_model: Optional[str] = typer.Option(None, "--api-model", help="Model name on that server [env GLMCOT_API_MODEL]."),
+        llm_timeout: Optional[float] = typer.Option(None, "--llm-timeout", help=_TIMEOUT_HELP),
+        llm_retries: Optional[int] = typer.Option(None, "--llm-retries", help=_RETRIES_HELP),
         method: str = typer.Option("glm", help="glm or graphcot."),
         trace: bool = typer.Option(False, "--trace", help="Also print the agents' steps: calls, snippets, facts, tokens, time."),
         max_steps: Optional[int] = typer.Option(None, help="Step limit of the agent [default 10]."),
@@ -138,11 +143,14 @@ def register(app: typer.Typer) -> None:
                 raise typer.BadParameter("choose glm or graphcot", param_hint="--method")
             _backend_choice(model, llm, False, api_model)
             config = _config({"model": model, "llm": llm, "api_model": api_model, "max_steps": max_steps,
-                              "device": device}, config_file)
+                              "device": device, "llm_timeout": llm_timeout, "llm_retries": llm_retries},
+                             config_file)
             if not config.model and not config.llm:
                 raise typer.BadParameter("give --model PATH (local checkpoint) or --llm URL "
                                          "(OpenAI-compatible server), or set GLMCOT_MODEL / GLMCOT_LLM")
-            ask(question, graph, method, config, trace=trace, as_json=as_json)
+            data = ask(question, graph, method, config, trace=trace, as_json=as_json)
+            if data.get("failure") == "backend_error":   # no answer because the LLM failed
+                raise typer.Exit(1)
 
     @app.command("eval")
     def eval_command(
@@ -152,6 +160,8 @@ def register(app: typer.Typer) -> None:
         model: Optional[str] = typer.Option(None, "--model", help="Local checkpoint or random:qwen3:<size> on the native engine."),
         llm: Optional[str] = typer.Option(None, "--llm", help="OpenAI-compatible server URL [env GLMCOT_LLM]."),
         api_model: Optional[str] = typer.Option(None, "--api-model", help="Model name on that server."),
+        llm_timeout: Optional[float] = typer.Option(None, "--llm-timeout", help=_TIMEOUT_HELP),
+        llm_retries: Optional[int] = typer.Option(None, "--llm-retries", help=_RETRIES_HELP),
         scripted: bool = typer.Option(False, "--scripted", help="Scripted policy from the gold plans (system measurement, not accuracy)."),
         out: Path = typer.Option(Path("runs/eval"), "--out", help="Folder for <method>.jsonl results and summary.json."),
         limit: Optional[int] = typer.Option(None, min=1, help="Only the first N questions."),
@@ -177,6 +187,7 @@ def register(app: typer.Typer) -> None:
             methods = _parse_methods(method)
             choice = _backend_choice(model, llm, scripted, api_model)
             config = _config({"model": model, "llm": llm, "api_model": api_model, "concurrency": concurrency,
+                              "llm_timeout": llm_timeout, "llm_retries": llm_retries,
                               "judge_llm": judge_llm, "judge_model": judge_model, "price_input": price_input,
                               "price_cached_input": price_cached_input, "price_output": price_output}, config_file)
             if not choice and not config.model and not config.llm:
@@ -184,9 +195,20 @@ def register(app: typer.Typer) -> None:
             if graph is None and any(m != "base" for m in methods):
                 raise typer.BadParameter(f"--graph is needed for {', '.join(m for m in methods if m != 'base')}",
                                          param_hint="--graph")
-            result = evaluate(EvalOptions(questions=questions, graph=graph, methods=methods, scripted=scripted,
-                                          out=out, limit=limit, judge=(not scripted) if judge is None else judge,
-                                          resume=not fresh, quiet=as_json), config)
+            from glmcot.eval.runner import RunInterrupted
+
+            try:
+                result = evaluate(EvalOptions(questions=questions, graph=graph, methods=methods, scripted=scripted,
+                                              out=out, limit=limit, judge=(not scripted) if judge is None else judge,
+                                              resume=not fresh, quiet=as_json), config)
+            except RunInterrupted as stopped:
+                from rich.console import Console
+
+                Console(stderr=True).print(
+                    f"[bold yellow]interrupted:[/] {stopped.method}: {stopped.saved} of {stopped.total} answers "
+                    f"are saved in {stopped.path}; run the same command again (without --fresh) to resume "
+                    "from there", highlight=False)
+                raise typer.Exit(130) from None
             if as_json:
                 _print_json(result)
 

@@ -32,6 +32,8 @@ class EvalConfig:
     llm: str | None = None                 # OpenAI-compatible base URL
     api_model: str | None = None           # model name on that server
     api_key: str | None = None             # also read from OPENAI_API_KEY
+    llm_timeout: float = 120.0             # seconds per HTTP request to the --llm server
+    llm_retries: int = 4                   # retries of a transient --llm failure (5 tries in all)
     model: str | None = None               # local checkpoint dir (native engine) or random:qwen3:<size>
     judge_llm: str | None = None           # judge server URL; default: the answering backend
     judge_model: str | None = None
@@ -131,6 +133,10 @@ def load_config(options: Mapping[str, Any] | None = None, config_file: Path | No
     config = EvalConfig(**values)
     if config.concurrency < 1:
         raise ConfigError(f"concurrency must be at least 1, got {config.concurrency}")
+    if config.llm_timeout <= 0:
+        raise ConfigError(f"llm_timeout must be positive, got {config.llm_timeout}")
+    if config.llm_retries < 0:
+        raise ConfigError(f"llm_retries must be 0 or more, got {config.llm_retries}")
     if config.max_steps < 1:
         raise ConfigError(f"max_steps must be at least 1, got {config.max_steps}")
     for name in ("price_input", "price_cached_input", "price_output"):

@@ -139,7 +139,8 @@ def answer_backend(config: EvalConfig, scripted_questions: Any = None, context: 
     spec = backend_spec(config, scripted_questions is not None)
     options: dict[str, Any] = {}
     if spec.startswith("openai:"):
-        options.update(model=config.api_model, api_key=config.api_key)
+        options.update(model=config.api_model, api_key=config.api_key, timeout_s=config.llm_timeout,
+                       max_retries=config.llm_retries)
     else:
         options.update(engine_options(config))
         options.update(engine or {})
@@ -151,9 +152,24 @@ def answer_backend(config: EvalConfig, scripted_questions: Any = None, context: 
     except (ValueError, OSError) as exc:
         raise SetupError(f"cannot start the LLM backend {spec}: {exc}") from None
     try:
+        check_backend(backend, f"the LLM server {config.llm}" if config.llm else "the LLM backend")
         yield backend
     finally:
         backend.close()
+
+
+def check_backend(backend: Any, what: str) -> None:
+    """Fails before a run, in one line, when the backend cannot answer at all (nothing listening,
+    a URL without /v1, an unknown model), instead of failing every question one by one."""
+    check = getattr(backend, "check", None)
+    if check is None:
+        return
+    from glmcot.llm.types import LLMError
+
+    try:
+        check()
+    except LLMError as exc:
+        raise SetupError(f"{what} cannot answer: {exc}") from None
 
 
 def judge_backend_spec(config: EvalConfig) -> str | None:
@@ -173,7 +189,13 @@ def judge_function(config: EvalConfig, answer_backend_: Any, options: Any) -> Ca
         from glmcot.llm import make_backend
 
         backend = make_backend(f"openai:{config.judge_llm}", model=config.judge_model or config.api_model,
-                               api_key=config.api_key)
+                               api_key=config.api_key, timeout_s=config.llm_timeout,
+                               max_retries=config.llm_retries)
+        try:
+            check_backend(backend, f"the judge server {config.judge_llm}")
+        except SetupError:
+            backend.close()
+            raise
 
     def run(question: Question, prediction: str) -> tuple[bool | None, str]:
         return judge(backend, question.question, prediction, question.answer, qid=question.qid)

@@ -80,7 +80,8 @@ def _validation_message(exc: RequestValidationError) -> tuple[int, str, str]:
         where = ".".join(str(x) for x in problem.get("loc", ()) if x != "body") or "body"
         parts.append(f"{where}: {problem.get('msg', 'invalid')}")
     more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-    return 422, "invalid request: " + "; ".join(parts) + more, "invalid_request"
+    # 400, as OpenAI and vLLM answer (clients retry nothing on it)
+    return 400, "invalid request: " + "; ".join(parts) + more, "invalid_request"
 
 
 def create_app(config: ServeConfig, runtime: Runtime | None = None) -> FastAPI:

@@ -10,10 +10,15 @@ tail first inside a level) never strands a cached block whose prefix is gone.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from glmcot.contract import Level
+
+# Ended sessions remembered (a late request of one still claims P3, not P2). Bounded, oldest
+# forgotten first: a server sees an unbounded stream of session ids.
+MAX_ENDED_SESSIONS = 4096
 
 if TYPE_CHECKING:
     from glmcot.engine.cache.block import KVBlock
@@ -22,18 +27,19 @@ if TYPE_CHECKING:
 
 
 class SessionLevels:
-    def __init__(self, pool: "BlockPool") -> None:
+    def __init__(self, pool: "BlockPool", max_ended: int = MAX_ENDED_SESSIONS) -> None:
         self.pool = pool
         self.holders: dict[int, set[str]] = {}  # block id -> sessions claiming it at P2
         self.by_session: dict[str, set["KVBlock"]] = {}
-        self.ended: set[str] = set()
+        self.ended: OrderedDict[str, None] = OrderedDict()  # used as a bounded, ordered set
+        self.max_ended = max_ended
         self.num_demoted = 0
         pool.listeners.append(self.forget)
 
     def begin(self, session: str | None) -> None:
         """A request of this session arrived: the session runs (again)."""
         if session is not None:
-            self.ended.discard(session)
+            self.ended.pop(session, None)
 
     def claim(self, block: "KVBlock", level: Level, session: str | None) -> None:
         if level == Level.NOTEBOOK and session is not None:
@@ -67,7 +73,10 @@ class SessionLevels:
 
     def end_session(self, session: str) -> int:
         """Demote the session's P2 blocks to P3; returns how many were demoted."""
-        self.ended.add(session)
+        self.ended[session] = None
+        self.ended.move_to_end(session)
+        while len(self.ended) > self.max_ended:
+            self.ended.popitem(last=False)
         demoted = 0
         for block in self.by_session.pop(session, ()):
             holders = self.holders.get(block.block_id)
@@ -89,3 +98,5 @@ class SessionLevels:
             blocks = self.by_session.get(session)
             if blocks is not None:
                 blocks.discard(block)
+                if not blocks:   # nothing left to demote: forget the session
+                    del self.by_session[session]

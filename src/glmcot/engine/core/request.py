@@ -56,6 +56,7 @@ class Request:
         self.chunk_captures: list = []  # ChunkUse records of chunks to index once computed in context
         self.is_chunk_job = False  # an internal request computing one vertex chunk in isolation
         self.levels_tagged = 0  # blocks whose priority level has been claimed
+        self.logprobs: list | None = [] if sampling.logprobs is not None else None  # TokenLogprob per output token
 
     @property
     def num_tokens(self) -> int:
