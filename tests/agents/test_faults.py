@@ -43,6 +43,13 @@ BAD_SNIPPETS = {
     "imports": ("<code>\nimport os\nprint(os.getcwd())\n</code>", "code_error"),
     "escapes": ("<code>\nprint(().__class__.__bases__[0].__subclasses__())\n</code>", "code_error"),
     "prints_nothing": ("<code>\nx = 1\n</code>", "code_error"),
+    # Deep nesting under the size cap (RecursionError/MemoryError in the parent before).
+    "deep_not": ("<code>\nx = " + "not " * 1900 + "1\n</code>", "code_error"),
+    "deep_minus": ("<code>\n" + "-" * 7000 + "1\n</code>", "code_error"),
+    "deep_plus": ("<code>\nx = " + "+".join(["1"] * 3900) + "\n</code>", "code_error"),
+    "deep_strip": ('<code>\nx = "a"' + ".strip()" * 900 + "\n</code>", "code_error"),
+    # No tag: parse_code tries the whole reply as Python.
+    "deep_untagged": ("-" * 7000 + "1", "unexpected_output"),
 }
 
 

@@ -195,3 +195,58 @@ def test_concurrent_snippets(sandbox):
     with ThreadPoolExecutor(4) as pool:
         outputs = list(pool.map(lambda i: sandbox.run(f"print({i} * 2)").output, range(8)))
     assert outputs == [f"{i * 2}\n" for i in range(8)]
+
+
+# Deep nesting under the size cap: the parser, AST conversion and compile() recurse on it.
+DEEP = {
+    "not_chain": "x = " + "not " * 1900 + "1",
+    "unary_minus": "-" * 7000 + "1",
+    "plus_chain": "x = " + "+".join(["1"] * 3900),
+    "method_chain": 'x = "a"' + ".strip()" * 900,
+    "nested_parens": "x = " + "(" * 150 + "1" + ")" * 150,
+    "nested_lists": "x = " + "[" * 120 + "]" * 120,
+    "fstring_expression": 'x = f"{' + "-" * 3000 + '1}"',
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEEP))
+def test_deep_nesting_is_a_rejection_not_a_recursion_error(name):
+    code = DEEP[name]
+    assert len(code) <= 8000  # under the size cap: the nesting bound is what rejects it
+    with pytest.raises(SnippetRejected) as info:
+        check_snippet(code)
+    assert "nests too deeply" in info.value.message
+
+
+@pytest.mark.parametrize("name", ["not_chain", "unary_minus", "plus_chain", "method_chain"])
+def test_executor_returns_deep_nesting_as_rejected(sandbox, name):
+    result = sandbox.run(DEEP[name])
+    assert not result.ok
+    assert result.error["kind"] == "rejected"
+    assert "nests too deeply" in result.error["message"]
+    # The pool still works.
+    assert sandbox.run("print(1 + 2)").output == "3\n"
+
+
+def test_nesting_estimate_is_one_linear_pass():
+    from glmcot.agents.sandbox.policy import MAX_ESTIMATED_NESTING, estimated_nesting
+
+    # Stops as soon as the bound is passed, and normal code stays far below it.
+    assert estimated_nesting("-" * 1_000_000 + "1") == MAX_ESTIMATED_NESTING + 1
+    normal = 'p = RetrieveNode("x")\nfor a in NeighbourCheck(p, "author"):\n    if NodeDegree(a, "paper") > 2 and a != p:\n        print(", ".join(sorted(NodeFeature(a, "name").split())))\n'
+    assert estimated_nesting(normal * 50) < 30
+    # Long flat expressions (separated by commas) are not nesting.
+    assert estimated_nesting("x = [" + ", ".join(["-1"] * 1500) + "]") < 10
+
+
+def test_reasonable_nesting_still_runs(sandbox):
+    code = "x = " + " + ".join(["1"] * 40) + "\nprint(" + "(" * 20 + "x" + ")" * 20 + ")"
+    result = sandbox.run(code)
+    assert result.ok, result.error
+    assert result.output == "40\n"
+
+
+def test_lone_surrogate_in_snippet_source_is_rejected(sandbox):
+    result = sandbox.run('x = 1\nprint("\ud800")')
+    assert not result.ok and result.error["kind"] == "rejected"
+    assert "surrogate" in result.error["message"] and result.error["line"] == 2

@@ -143,7 +143,9 @@ def parse_code(text: str) -> str:
         try:
             ast.parse(candidate)
             return candidate
-        except SyntaxError:
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            # Untrusted text: deep nesting makes the parser raise RecursionError/MemoryError, a
+            # NUL or a lone surrogate a ValueError; none of them is a snippet.
             pass
     raise FormatError("expected the snippet inside <code>...</code>, got " + _preview(text))
 

@@ -182,6 +182,9 @@ class SandboxExecutor:
             policy.check_snippet(code, max_chars=self.limits.max_code_chars)
         except policy.SnippetRejected as error:
             return ExecutionResult(ok=False, error={"kind": "rejected", "type": "SnippetRejected", "message": error.message, "line": error.line})
+        except Exception as error:  # untrusted input: whatever the check trips over is a rejection
+            message = f"the snippet could not be checked: {type(error).__name__}: {error}"[:500]
+            return ExecutionResult(ok=False, error={"kind": "rejected", "type": "SnippetRejected", "message": message, "line": None})
         resolve = resolve or _no_retrieval
         worker = self._idle.get()
         try:
@@ -210,6 +213,7 @@ class SandboxExecutor:
             "max_output": limits.max_output,
             "max_calls": limits.max_calls,
             "chunk_limit": limits.chunk_limit,
+            "max_code_chars": limits.max_code_chars,
         }
         started = time.perf_counter()
         deadline = started + limits.wall_s

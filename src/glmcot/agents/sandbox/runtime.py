@@ -104,8 +104,13 @@ class SnippetRuntime:
         scope["print"] = output.print
         result: dict[str, Any] = {"ok": True, "error": None, "recycle": False}
         try:
-            checked = policy.check_snippet(source)
-            code = compile(checked.tree, "<snippet>", "exec")
+            checked = policy.check_snippet(source, max_chars=int(job.get("max_code_chars", 8000)))
+            try:
+                code = compile(checked.tree, "<snippet>", "exec")
+            except (RecursionError, MemoryError):  # the nesting bound should make this unreachable
+                raise policy.SnippetRejected("the snippet nests too deeply to compile") from None
+            except (SyntaxError, ValueError) as error:
+                raise policy.SnippetRejected(f"the snippet cannot be compiled: {error}") from None
         except policy.SnippetRejected as error:
             result.update(ok=False, error={"kind": "rejected", "type": "SnippetRejected", "message": error.message, "line": error.line})
             code = None
