@@ -129,3 +129,12 @@ def test_unexpected_backend_exceptions_become_backend_errors(context, scripted, 
         result = agent.answer(records[0]["question"], "t-0")
         assert result.failure == "backend_error"
         assert "ValueError" in result.failure_detail
+
+
+@pytest.mark.timeout(120)
+def test_graphcot_survives_a_200k_character_action(context, scripted, records):
+    # A quadratic action parser took minutes on this; now one step costs a linear scan.
+    fuzz = Fuzz(scripted, "graphcot-action", "A" * 200_000)
+    result = GraphCoTAgent(fuzz, context, AgentConfig(domain="dblp", graphcot_max_steps=2)).answer(records[0]["question"], "t-0")
+    assert result.failure == "step_limit"
+    assert result.answer == ""
