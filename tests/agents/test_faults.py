@@ -138,3 +138,38 @@ def test_graphcot_survives_a_200k_character_action(context, scripted, records):
     result = GraphCoTAgent(fuzz, context, AgentConfig(domain="dblp", graphcot_max_steps=2)).answer(records[0]["question"], "t-0")
     assert result.failure == "step_limit"
     assert result.answer == ""
+
+
+@pytest.mark.parametrize("agent, text", [
+    ("graphcot-action", "NodeFeature[\ud800, title]"),
+    ("graphcot-action", "RetrieveNode[\ud800]"),
+    ("graphcot-thought", "I need \udc80 the paper."),
+])
+def test_graphcot_lone_surrogates_in_llm_output_never_raise(context, scripted, records, agent, text):
+    fuzz = Fuzz(scripted, agent, text)
+    result = GraphCoTAgent(fuzz, context, AgentConfig(domain="dblp", graphcot_max_steps=2)).answer(records[0]["question"], "t-0")
+    assert result.failure in (None, "step_limit")
+    # Everything the agent keeps is valid text (a trace row can be written as UTF-8).
+    import json
+
+    json.dumps(result.to_dict(), ensure_ascii=False).encode("utf-8")
+
+
+def test_glm_lone_surrogates_become_replacement_characters(context, scripted, records):
+    fuzz = Fuzz(scripted, "act", '<code>\nprint("\ud800 found")\n</code>')
+    result = GLMAgent(fuzz, context, AgentConfig(domain="dblp")).answer(records[0]["question"], qid="t-0")
+    assert result.failure is None
+    assert result.answer == "\ufffd found"
+    fuzz = Fuzz(scripted, "act", '<code>\nprint("\\ud800" + " printed")\n</code>')
+    result = GLMAgent(fuzz, context, AgentConfig(domain="dblp")).answer(records[0]["question"], qid="t-0")
+    assert result.failure is None and result.answer == "\ufffd printed"
+    result = GLMAgent(scripted, context, AgentConfig(domain="dblp")).answer("Who wrote \ud800?", qid="t-0")
+    assert "\ud800" not in result.question
+
+
+def test_graphcot_lone_surrogate_in_the_question(context, scripted, records):
+    result = GraphCoTAgent(scripted, context, AgentConfig(domain="dblp", graphcot_max_steps=2)).answer("Who wrote \ud800?", "t-0")
+    assert "\ud800" not in result.question
+    import json
+
+    json.dumps(result.to_dict(), ensure_ascii=False).encode("utf-8")

@@ -177,16 +177,79 @@ def test_call_limit(graph_dir):
         assert not result.ok and result.error["kind"] == "calls"
 
 
-def test_retrieval_time_does_not_count_against_wall_time(graph_dir):
-    with SandboxExecutor(graph_dir, workers=1, limits=SandboxLimits(wall_s=1.0)) as executor:
+def test_retrieval_time_is_reported(graph_dir):
+    with SandboxExecutor(graph_dir, workers=1, limits=SandboxLimits(wall_s=30.0)) as executor:
         def slow(text):
-            time.sleep(1.5)
+            time.sleep(0.5)
             return "p1"
 
         result = executor.run('print(NodeFeature(RetrieveNode("x"), "year"))', resolve=slow)
         assert result.ok, result.error
         assert result.output == "2019\n"
-        assert result.retrieval_s >= 1.4
+        assert result.retrieval_s >= 0.4
+
+
+@pytest.mark.timeout(120)  # a hang guard: the snippet must stop at its own wall limit
+def test_retrieval_time_counts_against_the_wall_limit(graph_dir):
+    import threading
+
+    release = threading.Event()
+    calls = []
+
+    def stuck(text):
+        calls.append(text)
+        release.wait(60)
+        return "p1"
+
+    with SandboxExecutor(graph_dir, workers=1, limits=SandboxLimits(wall_s=1.0)) as executor:
+        try:
+            result = executor.run('for i in range(8):\n    print(RetrieveNode("q" + str(i)))', resolve=stuck)
+        finally:
+            release.set()
+        assert not result.ok
+        assert result.error["kind"] == "timeout"
+        assert calls == ["q0"]  # cut during the first resolution: the deadline was not extended
+        # The pool recovers with a fresh worker.
+        assert executor.run("print(1)").output == "1\n"
+
+
+def test_retrieve_query_length_is_bounded(graph_dir):
+    calls = []
+
+    def resolve(text):
+        calls.append(text)
+        return "p1"
+
+    with SandboxExecutor(graph_dir, workers=1, limits=SandboxLimits(wall_s=30.0, memory_mb=256)) as executor:
+        # The payload: a 20 MB query (eight times); refused in the worker, never sent.
+        result = executor.run('q = "x" * 20000000\nfor i in range(8):\n    RetrieveNode(q)', resolve=resolve)
+        assert not result.ok
+        assert result.error["type"] == "ValueError" and result.error["line"] == 3
+        assert "20000000 characters; at most 2000" in result.error["message"]
+        assert calls == []
+        # The parent checks too (a worker is not trusted to): no resolution, a clear refusal.
+        assert executor._resolve(resolve, "y" * 2001, time.perf_counter() + 30) == [False, "the RetrieveNode text is 2001 characters; at most 2000"]
+        assert calls == []
+        assert executor.run('print(RetrieveNode("' + "z" * 2000 + '"))', resolve=resolve).output == "p1\n"
+        assert calls == ["z" * 2000]
+
+
+def test_lone_surrogate_printed_by_a_snippet_keeps_worker_and_output(graph_dir):
+    seen = []
+
+    def resolve(text):
+        seen.append(text)
+        return "p1"
+
+    with SandboxExecutor(graph_dir, workers=1) as executor:
+        result = executor.run('print("before")\nprint("\\ud800" + "\\ud83d\\ude00")\nprint(1 / 0)')
+        assert result.error["kind"] == "exception" and result.error["type"] == "ZeroDivisionError"
+        assert result.output == "before\n\ufffd\U0001f600\n"  # lone: U+FFFD; a split pair: its character
+        result = executor.run('print(RetrieveNode("a\\udc80b"))', resolve=resolve)
+        assert result.ok and result.output == "p1\n"
+        assert seen == ["a\ufffdb"]
+        assert executor.replaced == 0  # the worker was never lost
+        result.output.encode("utf-8")
 
 
 def test_concurrent_snippets(sandbox):

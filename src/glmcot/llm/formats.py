@@ -36,6 +36,18 @@ NON_DETERMINISTIC = "non-deterministic"
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
 
 
+def valid_text(text: str) -> str:
+    """`text` as valid Unicode: each lone surrogate (U+D800-U+DFFF, which an upstream server can
+    send as a JSON escape and a snippet can build from one) becomes U+FFFD, and a split surrogate
+    pair becomes its character. Lone surrogates cannot be encoded as UTF-8, so without this they
+    raise UnicodeEncodeError wherever the text is tokenised, hashed, sent or written."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
 class FormatError(ValueError):
     """The output does not follow the agent's format (the message says what was expected)."""
 

@@ -70,16 +70,19 @@ def _cpu_seconds() -> float:
 
 
 class JSONConnection:
-    """send/recv of JSON values over a multiprocessing Connection."""
+    """send/recv of JSON values over a multiprocessing Connection. The wire is ASCII JSON: a lone
+    surrogate a snippet prints or passes to RetrieveNode travels as a `\\udXXX` escape instead of
+    failing to encode (which killed the worker and lost its output); the parent makes it U+FFFD."""
 
     def __init__(self, connection):
         self.connection = connection
 
     def send(self, value) -> None:
-        self.connection.send_bytes(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+        self.connection.send_bytes(json.dumps(value, ensure_ascii=True).encode("ascii"))
 
-    def recv(self):
-        return json.loads(self.connection.recv_bytes().decode("utf-8"))
+    def recv(self, max_bytes: int | None = None):
+        """The next value; OSError when the message is over max_bytes."""
+        return json.loads(self.connection.recv_bytes(max_bytes).decode("utf-8"))
 
     def poll(self, timeout: float | None = None) -> bool:
         return self.connection.poll(timeout)
