@@ -313,3 +313,57 @@ def test_lone_surrogate_in_snippet_source_is_rejected(sandbox):
     result = sandbox.run('x = 1\nprint("\ud800")')
     assert not result.ok and result.error["kind"] == "rejected"
     assert "surrogate" in result.error["message"] and result.error["line"] == 2
+
+
+# Defence in depth: the worker process itself (Linux /proc is how the test looks inside it).
+needs_proc = pytest.mark.skipif(not __import__("os").path.isdir("/proc/self/fd"), reason="needs Linux /proc")
+
+
+@needs_proc
+def test_worker_environment_has_no_api_keys(graph_dir, monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-parent-secret")
+    monkeypatch.setenv("GLMCOT_LLM_API_KEY", "parent-secret")
+    monkeypatch.setenv("HF_TOKEN", "hf-parent-secret")
+    with SandboxExecutor(graph_dir, workers=1) as executor:
+        (pid,) = executor.worker_pids()
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+        names = {entry.split(b"=", 1)[0].decode() for entry in raw.split(b"\0") if entry}
+        assert not names & {"OPENAI_API_KEY", "GLMCOT_LLM_API_KEY", "HF_TOKEN"}
+        assert b"secret" not in raw
+        assert names <= {"PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONUTF8", "PATH", "LANG", "OMP_NUM_THREADS",
+                         "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONHOME", "SYSTEMROOT", "LD_LIBRARY_PATH"}
+        # And it still works: graph, features, retrieval.
+        result = executor.run('print(NodeFeature(RetrieveNode("x"), "title"))', resolve=lambda text: "p3")
+        assert result.output == "Fast Graph Sampling\n"
+
+
+def _limits(pid: int) -> dict[str, tuple[str, str]]:
+    from pathlib import Path
+
+    rows = {}
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines()[1:]:
+        parts = line[26:].split()
+        rows[line[:26].strip()] = (parts[0], parts[1])
+    return rows
+
+
+@needs_proc
+def test_worker_has_process_file_size_and_open_file_limits(graph_dir):
+    import resource
+
+    with SandboxExecutor(graph_dir, workers=1) as executor:
+        # Touch every feature kind first: columns open lazily, under the limits.
+        result = executor.run('for p in ["p1", "p2"]:\n    print(NodeInfo(p))\nprint(NodeInfo("a1"), NodeInfo("v1"))')
+        assert result.ok, result.error
+        (pid,) = executor.worker_pids()
+        limits = _limits(pid)
+        assert limits["Max processes"] == ("0", "0")
+        assert limits["Max file size"] == ("0", "0")
+        assert limits["Max core file size"] == ("0", "0")
+        soft, hard = limits["Max open files"]
+        assert soft == hard and int(soft) < min(resource.getrlimit(resource.RLIMIT_NOFILE)[0], 1024)
+        assert limits["Max data size"][0] != "unlimited"
+        # The worker keeps running snippets under them.
+        assert executor.run("print(sum(range(10)))").output == "45\n"

@@ -91,13 +91,41 @@ class SandboxError(RuntimeError):
     """The sandbox itself could not run (a worker failed to start)."""
 
 
+# Variables a worker keeps from the parent's environment when set (what the interpreter needs);
+# everything else, API keys and tokens included, stays in the parent.
+_KEPT_VARIABLES = ("PYTHONHOME", "SYSTEMROOT", "LD_LIBRARY_PATH")
+
+
+def worker_environment() -> dict[str, str]:
+    """The minimal environment of a sandbox worker: the package on PYTHONPATH (plus the parent's
+    PYTHONPATH entries), UTF-8 mode, one BLAS/OpenMP thread, and nothing else of the parent's."""
+    import glmcot
+
+    root = str(Path(glmcot.__file__).resolve().parent.parent)
+    paths = [root] + [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    environment = {
+        "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths)),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUTF8": "1",
+        "PATH": os.defpath,
+        "LANG": "C.UTF-8",
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+    for name in _KEPT_VARIABLES:
+        if name in os.environ:
+            environment[name] = os.environ[name]
+    return environment
+
+
 class _Worker:
     def __init__(self, graph_dir: str, limits: SandboxLimits):
         from multiprocessing.connection import Connection
 
         parent_socket, child_socket = socket.socketpair()
         options = {"memory_mb": limits.memory_mb, "neighbour_limit": limits.neighbour_limit}
-        environment = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        environment = worker_environment()
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "glmcot.agents.sandbox.worker", str(child_socket.fileno()), graph_dir, json.dumps(options)],
@@ -208,6 +236,11 @@ class SandboxExecutor:
         self._idle.put(first)
         for _ in range(self.size - 1):
             self._idle.put(None)
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the live workers (for diagnostics and tests)."""
+        with self._lock:
+            return [worker.process.pid for worker in self._all if worker.alive()]
 
     def _spawn(self) -> _Worker:
         worker = _Worker(self.graph_dir, self.limits)
