@@ -50,7 +50,7 @@ class GLMAgent:
             deterministic, first_missing = self._classify(run)
             run.result.deterministic = deterministic
             if deterministic:
-                result = self._act(run, question, step=0)
+                result = self._act(run, run.question, step=0)
                 run.result.rounds = 1
                 return run.finish(result.output.strip())
             return run.finish(self._loop(run, first_missing))

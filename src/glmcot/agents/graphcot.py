@@ -59,7 +59,7 @@ class GraphCoTAgent:
 
         observer = GraphCoTObserver(self.context.graph, retriever=_ResolveAsRetriever(resolve))
         head = Segment(self.prompts.graphcot, Level.SHARED_PROMPT)
-        opening = self.prompts.graphcot_question.format(question=question).rstrip("\n")
+        opening = self.prompts.graphcot_question.format(question=run.question).rstrip("\n")
         scratchpad = ""
         config = self.config
         try:
