@@ -57,7 +57,7 @@ class GraphCoTObserver:
                 value = self.graph.feature_at(index, name)
                 return f"The {name} feature of {node_id} are: {value}. "
             if tool == "NeighbourCheck":
-                neighbours = self.graph.node_ids(self.graph.neighbor_indices(index, name))
+                neighbours = self.graph.neighbor_id_list(index, name)  # never truncated, dangling kept
                 return f"The {name} neighbors of {node_id} are: {neighbours}. "
             degree = self.graph.degree_at(index, name)
             return f"The {name} neighbor node degree of {node_id} are: {degree}. "
