@@ -27,6 +27,28 @@ def _human_bytes(count: float) -> str:
     return f"{count:.1f} TiB"
 
 
+class ImportProgress:
+    """The import's progress callback: one bar per pass. Pass 2 names its node type in the bar's
+    description, so a file with thousands of types keeps a two-bar display (a bar per type made
+    every refresh redraw thousands of rows)."""
+
+    def __init__(self, progress: Any):
+        self.progress = progress
+        self.tasks: dict[str, Any] = {}
+        self._description: str | None = None
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        key = "nodes" if phase.startswith("nodes ") else phase
+        task = self.tasks.get(key)
+        if task is None:
+            task = self.tasks[key] = self.progress.add_task(phase, total=total)
+        if key == "nodes" and self._description != phase:
+            self._description = phase
+            self.progress.update(task, description=phase, completed=done)
+        else:
+            self.progress.update(task, completed=done)
+
+
 @app.command("import")
 def import_command(
     graph_json: Path = typer.Argument(..., help="A GRBench graph.json ('<type>_nodes' -> id -> {features, neighbors})."),
@@ -43,22 +65,9 @@ def import_command(
     from glmcot.graph.errors import GraphFormatError
     from glmcot.graph.importer import import_graph_json
 
-    tasks: dict[str, Any] = {}
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
     with Progress(*columns, transient=as_json, disable=as_json) as progress:
-
-        def report(phase: str, done: int, total: int) -> None:
-            # One bar per pass: pass 2 names its node type in the description, so a file with
-            # thousands of types does not grow the live display by thousands of bars.
-            key = "nodes" if phase.startswith("nodes ") else phase
-            task = tasks.get(key)
-            if task is None:
-                task = tasks[key] = progress.add_task(phase, total=total)
-            if key == "nodes" and tasks.get("nodes-phase") != phase:
-                tasks["nodes-phase"] = phase
-                progress.update(task, description=phase, completed=done)
-            else:
-                progress.update(task, completed=done)
+        report = ImportProgress(progress)
 
         try:
             result = import_graph_json(graph_json, out, overwrite=force, batch_size=batch_size, progress=report,

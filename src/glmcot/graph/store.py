@@ -350,7 +350,8 @@ class Graph:
             local = index - info.start
             if column.has(local):
                 value = column.get(local)
-                return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                if value is not None:  # a null main text falls back to the id, like an absent one
+                    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
         return self.node_id(index)
 
     # topology ------------------------------------------------------------------------------------
