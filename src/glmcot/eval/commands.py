@@ -11,7 +11,7 @@ from typing import Any, Iterator, Optional
 
 import typer
 
-METHODS = ("glm", "graphcot", "base", "text-rag", "graph-rag")
+METHODS = ("glm", "graphcot", "graphcot-repaired", "base", "text-rag", "graph-rag")
 DOMAINS = ("dblp", "amazon", "goodreads", "biomedical", "legal")
 BENCHES = ("engine", "codesign", "agents", "graph", "ablation", "all")
 
@@ -121,7 +121,7 @@ def register(app: typer.Typer) -> None:
         model: Optional[str] = typer.Option(None, "--model", help="Local checkpoint folder for the native engine."),
         llm: Optional[str] = typer.Option(None, "--llm", help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1 [env GLMCOT_LLM]."),
         api_model: Optional[str] = typer.Option(None, "--api-model", help="Model name on that server [env GLMCOT_API_MODEL]."),
-        method: str = typer.Option("glm", help="glm or graphcot."),
+        method: str = typer.Option("glm", help="glm, graphcot (faithful to the original) or graphcot-repaired."),
         trace: bool = typer.Option(False, "--trace", help="Also print the agents' steps: calls, snippets, facts, tokens, time."),
         max_steps: Optional[int] = typer.Option(None, help="Step limit of the agent [default 10]."),
         device: Optional[str] = typer.Option(None, help="Native engine device: auto, cpu, cuda."),
@@ -132,8 +132,8 @@ def register(app: typer.Typer) -> None:
         with _errors():
             from glmcot.eval.ask import ask
 
-            if method not in ("glm", "graphcot"):
-                raise typer.BadParameter("choose glm or graphcot", param_hint="--method")
+            if method not in ("glm", "graphcot", "graphcot-repaired"):
+                raise typer.BadParameter("choose glm, graphcot or graphcot-repaired", param_hint="--method")
             _backend_choice(model, llm, False, api_model)
             config = _config({"model": model, "llm": llm, "api_model": api_model, "max_steps": max_steps,
                               "device": device}, config_file)
@@ -146,7 +146,7 @@ def register(app: typer.Typer) -> None:
     def eval_command(
         questions: Path = typer.Option(..., "--questions", help="questions.jsonl (glmcot data synth) or a GRBench file."),
         graph: Optional[Path] = typer.Option(None, "--graph", help="Graph store folder (not needed for --method base)."),
-        method: str = typer.Option("glm", help="glm, graphcot, both, base, text-rag, graph-rag; comma-separated for several."),
+        method: str = typer.Option("glm", help="glm, graphcot (faithful to the original), graphcot-repaired (stronger), both (graphcot,glm), base, text-rag, graph-rag; comma-separated for several."),
         model: Optional[str] = typer.Option(None, "--model", help="Local checkpoint or random:qwen3:<size> on the native engine."),
         llm: Optional[str] = typer.Option(None, "--llm", help="OpenAI-compatible server URL [env GLMCOT_LLM]."),
         api_model: Optional[str] = typer.Option(None, "--api-model", help="Model name on that server."),

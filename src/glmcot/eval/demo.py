@@ -16,6 +16,7 @@ from typing import Any
 from glmcot.eval.config import EvalConfig
 from glmcot.eval.progress import console as make_console, progress as make_progress
 from glmcot.eval.questions import Question, load_questions
+from glmcot.eval.plots import METHOD_LABELS
 from glmcot.eval.report import (PAPER_HEADLINE, SCRIPTED_NOTICE, ablation_markdown, ablation_rich,
                                 latency_split_markdown, paper_table1_markdown, ratios, ratios_markdown, table1_markdown, table1_rich)
 from glmcot.eval.runner import Prices, run_method, summarize, write_json_atomic
@@ -211,13 +212,14 @@ def run_demo(options: DemoOptions, config: EvalConfig) -> dict[str, Any]:
     write_json_atomic(options.out / "results.json", result)
     (options.out / "report.md").write_text(render_report(result), encoding="utf-8")
     if not options.quiet:
-        console.print(table1_rich(rows, title=f"Table 1 view: Graph-CoT vs GLM per domain ({subtitle})"))
+        console.print(table1_rich(rows, title=f"Table 1 view: Graph-CoT (faithful to the original) vs GLM per domain ({subtitle})"))
         if ablation_rows:
             console.print(ablation_rich(ablation_rows, title="Ablation (Figure 15 view)"))
         for item in result["ratios"]:
             console.print(f"{item['domain']}: tokens/question {-(item['token_reduction'] or 0) * 100:+.1f} %, "
                           f"throughput GLM/Graph-CoT {item['throughput_speedup'] or 0:.2f}x, "
-                          f"p50 latency {-(item['latency_p50_reduction'] or 0) * 100:+.1f} % (GLM vs Graph-CoT)",
+                          f"p50 latency {-(item['latency_p50_reduction'] or 0) * 100:+.1f} % "
+                          f"(GLM vs {METHOD_LABELS.get(item.get('baseline'), item.get('baseline'))})",
                           highlight=False)
         console.print(f"[dim]{PAPER_HEADLINE}[/]")
         console.print(f"wrote {options.out / 'report.md'}, {options.out / 'results.json'}, "

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-METHOD_LABELS = {"graphcot": "Graph-CoT", "glm": "GLM", "base": "Base", "text-rag": "Text RAG",
+METHOD_LABELS = {"graphcot": "Graph-CoT (faithful)", "graphcot-repaired": "Graph-CoT (repaired)", "glm": "GLM", "base": "Base", "text-rag": "Text RAG",
                  "graph-rag": "Graph RAG"}
 DOMAIN_LABELS = {"dblp": "Academic\n(dblp)", "amazon": "E-commerce\n(amazon)",
                  "goodreads": "Literature\n(goodreads)", "biomedical": "Healthcare\n(biomedical)",
                  "legal": "Legal\n(legal)"}
-_LLM_COLOURS = {"graphcot": "#c0504d", "glm": "#1f77b4"}
-_RETRIEVAL_COLOURS = {"graphcot": "#f2b8b6", "glm": "#9ecae1"}
+_LLM_COLOURS = {"graphcot": "#c0504d", "graphcot-repaired": "#8c564b", "glm": "#1f77b4"}
+_RETRIEVAL_COLOURS = {"graphcot": "#f2b8b6", "graphcot-repaired": "#d9b8b0", "glm": "#9ecae1"}
 
 
 def _pyplot():
@@ -30,7 +30,7 @@ def plot_latency_split(rows: Sequence[dict[str, Any]], path: Path, subtitle: str
     with decoding, LLM + retrieval can exceed it."""
     plt = _pyplot()
     domains = list(dict.fromkeys(r["domain"] for r in rows))
-    methods = [m for m in ("graphcot", "glm") if any(r["method"] == m for r in rows)]
+    methods = [m for m in ("graphcot", "graphcot-repaired", "glm") if any(r["method"] == m for r in rows)]
     methods += [m for m in dict.fromkeys(r["method"] for r in rows) if m not in methods]
     by_key = {(r["domain"], r["method"]): r for r in rows}
     fig, ax = plt.subplots(figsize=(10, 6.2), dpi=110)

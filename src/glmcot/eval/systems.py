@@ -202,7 +202,7 @@ def method_answer_fn(method: str, context: Any, backend: Any, config: EvalConfig
         baseline = Baseline(method, graph, backend, retrieve, top_k=config.top_k, hops=config.graph_rag_hops,
                             token_budget=config.graph_rag_tokens)
         return lambda q: baseline.answer(q.question, qid=q.qid)
-    if method in ("glm", "graphcot"):
+    if method in ("glm", "graphcot", "graphcot-repaired"):
         from glmcot.agents import AgentConfig
         from glmcot.agents.runner import make_agent
 
