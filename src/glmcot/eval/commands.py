@@ -155,7 +155,8 @@ def register(app: typer.Typer) -> None:
         limit: Optional[int] = typer.Option(None, min=1, help="Only the first N questions."),
         judge: Optional[bool] = typer.Option(None, "--judge/--no-judge", help="LLM judge (GPT4score protocol); default on unless --scripted."),
         judge_llm: Optional[str] = typer.Option(None, "--judge-llm", help="Judge server URL (default: the answering backend)."),
-        judge_model: Optional[str] = typer.Option(None, "--judge-model", help="Judge model name on that server."),
+        judge_model: Optional[str] = typer.Option(None, "--judge-model", help="Judge model name on that server (named in the report)."),
+        judge_rule: Optional[str] = typer.Option(None, "--judge-rule", help="original (GPT4score: only exactly 'Yes' scores 1) or lenient (glmcot's prompt, labelled) [default original]."),
         fresh: bool = typer.Option(False, "--fresh", help="Start over instead of resuming from the results files."),
         concurrency: Optional[int] = typer.Option(None, help="Questions in flight [default 4]."),
         price_input: Optional[float] = typer.Option(None, help="$ per million uncached prompt tokens [default 75, GPT-4.5]."),
@@ -175,7 +176,8 @@ def register(app: typer.Typer) -> None:
             methods = _parse_methods(method)
             choice = _backend_choice(model, llm, scripted, api_model)
             config = _config({"model": model, "llm": llm, "api_model": api_model, "concurrency": concurrency,
-                              "judge_llm": judge_llm, "judge_model": judge_model, "price_input": price_input,
+                              "judge_llm": judge_llm, "judge_model": judge_model, "judge_rule": judge_rule,
+                              "price_input": price_input,
                               "price_cached_input": price_cached_input, "price_output": price_output}, config_file)
             if not choice and not config.model and not config.llm:
                 raise typer.BadParameter("give one of --model, --llm or --scripted (or set GLMCOT_MODEL / GLMCOT_LLM)")

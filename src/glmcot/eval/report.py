@@ -181,7 +181,8 @@ def summary_rich(summaries: dict[str, dict[str, Any]], title: str = "Evaluation"
 
     accuracy = Table(title=f"{title}: accuracy", title_justify="left", header_style="bold",
                      box=box.SIMPLE_HEAD, pad_edge=False)
-    for header in ("method", "n", "ROUGE-L", "EM", "judge", "failures (Table 5)"):
+    # ROUGE-L as the mean and as Graph-CoT aggregates it (bootstrap median); EM normalised and exact
+    for header in ("method", "n", "ROUGE-L mean", "R-L boot. median", "EM norm.", "EM exact", "judge", "failures (Table 5)"):
         accuracy.add_column(header, justify="left" if header in ("method", "judge", "failures (Table 5)") else "right")
     cost = Table(title=f"{title}: cost", title_justify="left", header_style="bold", box=box.SIMPLE_HEAD,
                  pad_edge=False)
@@ -194,7 +195,8 @@ def summary_rich(summaries: dict[str, dict[str, Any]], title: str = "Evaluation"
         if s.get("judge_unparsed"):
             judge += f" ({s['judge_unparsed']} not Yes/No)"
         accuracy.add_row(label, str(s.get("questions", 0)), _fmt(s.get("rouge_l"), "{:.3f}"),
-                         _fmt(s.get("em"), "{:.3f}"), judge, failures)
+                         _fmt(s.get("rouge_l_bootstrap_median"), "{:.3f}"), _fmt(s.get("em"), "{:.3f}"),
+                         _fmt(s.get("em_exact"), "{:.3f}"), judge, failures)
         cost.add_row(label, _fmt(s.get("tokens_per_question"), "{:,.0f}"), _fmt(s.get("llm_calls_per_question"), "{:.1f}"),
                      _fmt(s.get("latency_p50_s")), _fmt(s.get("latency_p99_s")),
                      _fmt(s.get("cache_hit_rate") * 100 if s.get("cache_hit_rate") is not None else None, "{:.1f}%"),

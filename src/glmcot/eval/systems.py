@@ -177,16 +177,21 @@ def judge_function(config: EvalConfig, answer_backend_: Any, options: Any) -> Ca
         backend = make_backend(f"openai:{config.judge_llm}", model=config.judge_model or config.api_model,
                                api_key=config.api_key)
 
+    rule = getattr(config, "judge_rule", "original")
+
     def run(question: Question, prediction: str) -> tuple[bool | None, str]:
-        return judge(backend, question.question, prediction, question.answer, qid=question.qid)
+        return judge(backend, question.question, prediction, question.answer, qid=question.qid, rule=rule)
 
     return run
 
 
 def describe_judge(config: EvalConfig, options: Any) -> str:
+    rule = getattr(config, "judge_rule", "original")
+    protocol = ("GPT4score as Graph-CoT's eval.py scores (its prompt; only exactly 'Yes' is 1)" if rule == "original"
+                else "lenient judge (glmcot's prompt, lenient yes/no, unreadable replies left out)")
     if config.judge_llm:
-        return f"LLM judge {config.judge_model or config.api_model or 'default model'} at {config.judge_llm} (GPT4score protocol, not GPT-4)"
-    return f"LLM judge = the answering model ({describe_backend(config, False)}), GPT4score protocol, not GPT-4"
+        return f"LLM judge {config.judge_model or config.api_model or 'default model'} at {config.judge_llm}, {protocol}, not GPT-4"
+    return f"LLM judge = the answering model ({describe_backend(config, False)}), {protocol}, not GPT-4"
 
 
 # ---- methods -------------------------------------------------------------------------------------
