@@ -96,8 +96,11 @@ def measure(method: str, questions: list[Question], dataset: Path, config: EvalC
         outcome = run_method(method, questions, answer_fn, out_file, concurrency=config.concurrency,
                              resume=False, on_done=on_done)
         stats = systems.engine_stats(backend)
+        retrieval = getattr(context, "retrieval", None)
+        retrieval_stats = dict(getattr(retrieval, "stats", None) or {})
     summary = summarize(outcome.rows, outcome.wall_s, outcome.new, prices)
     summary["engine_stats"] = stats
+    summary["retrieval_stats"] = retrieval_stats
     summary["wall_s"] = outcome.wall_s
     return summary
 
@@ -207,7 +210,10 @@ def run_demo(options: DemoOptions, config: EvalConfig) -> dict[str, Any]:
     subtitle = f"scripted policy on {options.model} (random weights), {device}: system measurement"
     figures = {"latency_split": str(plot_latency_split(rows, options.out / "fig11_latency_split.png", subtitle))}
     if ablation_rows:
-        figures["ablation"] = str(plot_ablation(ablation_rows, options.out / "fig15_ablation.png", subtitle))
+        ablation_domains = options.domains[:1]
+        ablation_subtitle = (f"{subtitle}; domain {', '.join(ablation_domains)}, "
+                             f"{len(selected[ablation_domains[0]])} questions, 1 repeat")
+        figures["ablation"] = str(plot_ablation(ablation_rows, options.out / "fig15_ablation.png", ablation_subtitle))
     result["figures"] = figures
     write_json_atomic(options.out / "results.json", result)
     (options.out / "report.md").write_text(render_report(result), encoding="utf-8")

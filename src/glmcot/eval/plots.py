@@ -101,6 +101,12 @@ def plot_ablation(rows: Sequence[dict[str, Any]], path: Path, subtitle: str = ""
         top = max(values + [1e-9])
         for y, v, row in zip(ys, values, rows):
             text = "not in this engine" if row.get("unavailable") else fmt.format(v)
+            feature = row.get("feature")
+            if feature and not feature.get("exercised"):
+                text += "  (not exercised)"
+            spread = [s * scale for s in (row.get("throughput_by_repeat") or []) if s is not None]
+            if key == "throughput_qps" and len(spread) > 1:
+                ax.plot([min(spread), max(spread)], [y, y], color="black", linewidth=1.5)  # spread over repeats
             ax.text(v + top * 0.01, y, text, va="center", fontsize=9)
         ax.set_xlim(0, top * 1.18)
         ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # tick labels never collide

@@ -146,14 +146,38 @@ def paper_table1_markdown() -> str:
                            "GLM latency s"], body)
 
 
+def evidence_text(row: dict[str, Any]) -> str:
+    """What proves the row's switched-off feature acted: its counter in the full GLM run and in this
+    variant, or "not exercised" where the full run never used it (the row's difference is noise)."""
+    if row.get("full"):
+        counters = row.get("counters") or {}
+        levels = "/".join(str(counters.get(f"evictions_p{level}", 0)) for level in range(1, 5))
+        return (f"evictions P1-P4 {levels}, chunk hits {counters.get('chunk_hits_tokens', 0):,} tok, "
+                f"prefetch hits {counters.get('prefetch_hits', 0)}, RetrieveNode cache hits {counters.get('cache_hits', 0)}")
+    feature = row.get("feature")
+    if not feature:
+        return "-"
+    if not feature["exercised"]:
+        return f"not exercised ({feature['counter']} 0 in the full run)"
+    return f"{feature['counter']}: {feature['full']:,} full, {feature['variant']:,} here"
+
+
+def spread_text(row: dict[str, Any]) -> str:
+    values = [v for v in row.get("throughput_by_repeat") or [] if v is not None]
+    if len(values) < 2:
+        return "-"
+    return f"{min(values):.2f}-{max(values):.2f}"
+
+
 def ablation_markdown(rows: Sequence[dict[str, Any]]) -> str:
-    body = [[r["label"], _fmt(r.get("throughput_qps")), _fmt(r.get("latency_p50_s")),
+    body = [[r["label"], _fmt(r.get("throughput_qps")), spread_text(r), _fmt(r.get("latency_p50_s")),
              _fmt(r.get("latency_p99_s")),
              _fmt(r.get("cache_hit_rate") * 100 if r.get("cache_hit_rate") is not None else None, "{:.1f}%"),
-             _fmt(r.get("tokens_per_question"), "{:,.0f}"), _fmt(r.get("throughput_vs_full"), "{:.2f}x")]
+             _fmt(r.get("tokens_per_question"), "{:,.0f}"), _fmt(r.get("throughput_vs_full"), "{:.2f}x"),
+             evidence_text(r)]
             for r in rows]
-    return markdown_table(["configuration", "q/s", "p50 s", "p99 s", "cache hit", "tokens/q",
-                           "q/s vs full GLM"], body)
+    return markdown_table(["configuration", "q/s", "q/s per repeat", "p50 s", "p99 s", "cache hit", "tokens/q",
+                           "q/s vs full GLM", "did the feature act?"], body)
 
 
 def ablation_rich(rows: Sequence[dict[str, Any]], title: str = "Ablation"):
@@ -161,14 +185,15 @@ def ablation_rich(rows: Sequence[dict[str, Any]], title: str = "Ablation"):
     from rich.table import Table
 
     table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
-    for header in ("configuration", "q/s", "p50 s", "p99 s", "KV hit", "tokens/q", "vs GLM"):
-        table.add_column(header, justify="left" if header == "configuration" else "right",
-                         no_wrap=header != "configuration")
+    for header in ("configuration", "q/s", "per repeat", "p50 s", "p99 s", "KV hit", "tokens/q", "vs GLM", "did the feature act?"):
+        table.add_column(header, justify="left" if header in ("configuration", "did the feature act?") else "right",
+                         no_wrap=header not in ("configuration", "did the feature act?"))
     for r in rows:
-        table.add_row(r["label"], _fmt(r.get("throughput_qps")), _fmt(r.get("latency_p50_s")),
+        table.add_row(r["label"], _fmt(r.get("throughput_qps")), spread_text(r), _fmt(r.get("latency_p50_s")),
                       _fmt(r.get("latency_p99_s")),
                       _fmt(r.get("cache_hit_rate") * 100 if r.get("cache_hit_rate") is not None else None, "{:.1f}%"),
-                      _fmt(r.get("tokens_per_question"), "{:,.0f}"), _fmt(r.get("throughput_vs_full"), "{:.2f}x"))
+                      _fmt(r.get("tokens_per_question"), "{:,.0f}"), _fmt(r.get("throughput_vs_full"), "{:.2f}x"),
+                      evidence_text(r))
     return table
 
 
