@@ -80,29 +80,45 @@ def bare_observations(examples: str) -> str:
     return "\n".join(lines)
 
 
+PROMPT_AGENT = "graphcot-original"  # traces name the shared prompt "graphcot-original/<domain>@<hash>"
+
+
 @dataclass(frozen=True)
 class FaithfulPrompt:
     """The rendered prompt of one domain: ``system``, the human message's fixed ``head`` (up to
-    the question) and its ``tail`` template (question and scratchpad)."""
+    the question) and its ``tail`` template (question and scratchpad). ``shared`` is the text
+    every call starts with (the system line, then the head: requests have no system role)."""
 
     system: str
     head: str
     tail: str
     name: str
 
+    @property
+    def shared(self) -> str:
+        return f"{self.system}\n\n{self.head}"
+
     def human(self, question: str, scratchpad: str) -> str:
         return self.head + self.tail.replace("{question}", question).replace("{scratchpad}", scratchpad)
 
 
-def faithful_prompt(definition: str, traces: list[str], zero_shot: bool = False) -> FaithfulPrompt:
+def faithful_prompt(definition: str, traces: list[str], zero_shot: bool = False,
+                    domain: str | None = None) -> FaithfulPrompt:
     data = original_prompt_data()
     template = data["zero_shot_template" if zero_shot else "template"]
     examples = "\n".join(f"Definition of the graph: {definition}\n{bare_observations(trace)}" for trace in traces)
     split = template.index("Question: {question}")
     head = template[:split].replace("{examples}", examples).replace("{graph}", definition)
     tail = template[split:]
-    digest = hashlib.sha256((data["system"] + head + tail).encode("utf-8")).hexdigest()[:12]
-    return FaithfulPrompt(system=data["system"], head=head, tail=tail, name=f"graphcot-original@{digest}")
+    digest = hashlib.sha256(f"{data['system']}\n\n{head}".encode("utf-8")).hexdigest()[:12]
+    return FaithfulPrompt(system=data["system"], head=head, tail=tail, name=f"{PROMPT_AGENT}/{domain or 'default'}@{digest}")
+
+
+def domain_prompt(prompts, zero_shot: bool = False) -> FaithfulPrompt:
+    """The faithful prompt of a PromptSet's domain (its definition, glmcot's worked traces)."""
+    from glmcot.agents.prompts import graphcot_traces
+
+    return faithful_prompt(prompts.definition, graphcot_traces(prompts.domain), zero_shot, prompts.domain)
 
 
 # ---- token cap --------------------------------------------------------------------------------------
@@ -285,10 +301,7 @@ class FaithfulGraphCoTAgent:
         self.context = context
         self.config = config or AgentConfig()
         prompts = context.prompts(self.config.domain, graphcot_examples=self.config.graphcot_examples)
-        from glmcot.agents.prompts import graphcot_traces
-
-        traces = graphcot_traces(prompts.domain)
-        self.prompt = faithful_prompt(prompts.definition, traces, zero_shot=not self.config.graphcot_examples)
+        self.prompt = domain_prompt(prompts, zero_shot=not self.config.graphcot_examples)
         if counter is None:
             counter, counter_name = cap_counter()
         else:
@@ -296,7 +309,7 @@ class FaithfulGraphCoTAgent:
         self.counter = counter
         self.counter_name = counter_name
         self.text = sentences()
-        self._shared = f"{self.prompt.system}\n\n{self.prompt.head}"  # no system role in a request
+        self._shared = self.prompt.shared
         self._names = {self._shared: self.prompt.name}
 
     def answer(self, question: str, qid: str | None = None) -> QuestionResult:
