@@ -68,6 +68,10 @@ class PromptResolver:
             prompts = load_prompts(None if domain == "default" else domain, graphcot_examples=examples)
             for attribute in ("classify", "classify_plan", "reason", "act", "graphcot"):
                 self._texts.setdefault(prompts.name(attribute), getattr(prompts, attribute))
+            from glmcot.agents.graphcot_faithful import domain_prompt  # the faithful Graph-CoT's prompt
+
+            faithful = domain_prompt(prompts, zero_shot=not examples)
+            self._texts.setdefault(faithful.name, faithful.shared)
 
 
 def _session(record: dict, resolver: PromptResolver, where: str) -> RecordedSession:

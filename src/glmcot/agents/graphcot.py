@@ -1,8 +1,11 @@
-"""The Graph-CoT baseline as the original runs it (grbench.md §2-3): one agent, a ReAct loop of
-Thought and Action as two LLM calls per step over the whole growing prompt, bracket actions,
-newline stops, the original observation sentences, `graphcot_max_steps` steps and a prompt cap of
-`graphcot_token_cap` tokens (Qwen tokenizer). A halted question answers '' with failure
-"step_limit". Same backends and traces as GLM."""
+"""The repaired Graph-CoT baseline (method ``graphcot-repaired``): the original's loop (a ReAct
+loop of Thought and Action as two LLM calls per step over the whole growing prompt, bracket
+actions, newline stops, `graphcot_max_steps` steps, a prompt cap of `graphcot_token_cap` Qwen
+tokens; a halted question answers '' with failure "step_limit") with fixes that make it stronger
+than the original: lenient action parsing, `<think>` blocks stripped, Finish taken first and
+verbatim, one merged "does not exist" sentence and argument errors that say what is expected,
+our own shorter prompt. Label it as repaired wherever it is reported; the faithful one, to
+compare with published numbers, is ``graphcot`` (agents/graphcot_faithful.py)."""
 
 from __future__ import annotations
 
@@ -36,7 +39,9 @@ def observe(observer: GraphCoTObserver, action: formats.Action) -> str:
 
 
 class GraphCoTAgent:
-    method = "graphcot"
+    """The repaired Graph-CoT baseline."""
+
+    method = "graphcot-repaired"
 
     def __init__(self, backend: LLMBackend, context: AgentContext, config: AgentConfig | None = None, counter: TokenCounter | None = None):
         self.backend = backend

@@ -64,6 +64,12 @@ def describe_graph(graph) -> str:
     return " ".join(parts)
 
 
+def graphcot_traces(domain: str | None) -> list[str]:
+    """The Graph-CoT worked traces of a domain (prompts/graphcot.yaml), one string each."""
+    examples = _examples(_load("graphcot"), domain)
+    return [trace.strip("\n") for trace in re.split(r"\n\s*\n", examples) if trace.strip()]
+
+
 def _examples(data: dict, domain: str | None) -> str:
     examples = data.get("examples") or {}
     key = domain if domain in examples else "default"

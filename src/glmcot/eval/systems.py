@@ -197,16 +197,21 @@ def judge_function(config: EvalConfig, answer_backend_: Any, options: Any) -> Ca
             backend.close()
             raise
 
+    rule = getattr(config, "judge_rule", "original")
+
     def run(question: Question, prediction: str) -> tuple[bool | None, str]:
-        return judge(backend, question.question, prediction, question.answer, qid=question.qid)
+        return judge(backend, question.question, prediction, question.answer, qid=question.qid, rule=rule)
 
     return run
 
 
 def describe_judge(config: EvalConfig, options: Any) -> str:
+    rule = getattr(config, "judge_rule", "original")
+    protocol = ("GPT4score as Graph-CoT's eval.py scores (its prompt; only exactly 'Yes' is 1)" if rule == "original"
+                else "lenient judge (glmcot's prompt, lenient yes/no, unreadable replies left out)")
     if config.judge_llm:
-        return f"LLM judge {config.judge_model or config.api_model or 'default model'} at {config.judge_llm} (GPT4score protocol, not GPT-4)"
-    return f"LLM judge = the answering model ({describe_backend(config, False)}), GPT4score protocol, not GPT-4"
+        return f"LLM judge {config.judge_model or config.api_model or 'default model'} at {config.judge_llm}, {protocol}, not GPT-4"
+    return f"LLM judge = the answering model ({describe_backend(config, False)}), {protocol}, not GPT-4"
 
 
 # ---- methods -------------------------------------------------------------------------------------
@@ -222,7 +227,7 @@ def method_answer_fn(method: str, context: Any, backend: Any, config: EvalConfig
         baseline = Baseline(method, graph, backend, retrieve, top_k=config.top_k, hops=config.graph_rag_hops,
                             token_budget=config.graph_rag_tokens)
         return lambda q: baseline.answer(q.question, qid=q.qid)
-    if method in ("glm", "graphcot"):
+    if method in ("glm", "graphcot", "graphcot-repaired"):
         from glmcot.agents import AgentConfig
         from glmcot.agents.runner import make_agent
 

@@ -27,12 +27,36 @@ def _human_bytes(count: float) -> str:
     return f"{count:.1f} TiB"
 
 
+class ImportProgress:
+    """The import's progress callback: one bar per pass. Pass 2 names its node type in the bar's
+    description, so a file with thousands of types keeps a two-bar display (a bar per type made
+    every refresh redraw thousands of rows)."""
+
+    def __init__(self, progress: Any):
+        self.progress = progress
+        self.tasks: dict[str, Any] = {}
+        self._description: str | None = None
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        key = "nodes" if phase.startswith("nodes ") else phase
+        task = self.tasks.get(key)
+        if task is None:
+            task = self.tasks[key] = self.progress.add_task(phase, total=total)
+        if key == "nodes" and self._description != phase:
+            self._description = phase
+            self.progress.update(task, description=phase, completed=done)
+        else:
+            self.progress.update(task, completed=done)
+
+
 @app.command("import")
 def import_command(
     graph_json: Path = typer.Argument(..., help="A GRBench graph.json ('<type>_nodes' -> id -> {features, neighbors})."),
     out: Path = typer.Option(..., "--out", "-o", help="Store directory to create (written atomically)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing store at --out."),
     batch_size: int = typer.Option(20_000, help="Nodes handed to the writer at a time (memory vs. call overhead)."),
+    max_depth: int = typer.Option(64, "--max-depth", min=1,
+                                  help="Deepest JSON nesting accepted inside one feature or neighbour value."),
     as_json: bool = typer.Option(False, "--json", help="Print the import report as JSON."),
 ) -> None:
     """Import a GRBench graph.json into a memory-mapped store (two streaming passes)."""
@@ -41,17 +65,13 @@ def import_command(
     from glmcot.graph.errors import GraphFormatError
     from glmcot.graph.importer import import_graph_json
 
-    tasks: dict[str, Any] = {}
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
     with Progress(*columns, transient=as_json, disable=as_json) as progress:
-
-        def report(phase: str, done: int, total: int) -> None:
-            if phase not in tasks:
-                tasks[phase] = progress.add_task(phase, total=total)
-            progress.update(tasks[phase], completed=done)
+        report = ImportProgress(progress)
 
         try:
-            result = import_graph_json(graph_json, out, overwrite=force, batch_size=batch_size, progress=report)
+            result = import_graph_json(graph_json, out, overwrite=force, batch_size=batch_size, progress=report,
+                                       max_depth=max_depth)
         except (GraphFormatError, FileExistsError, FileNotFoundError) as error:
             progress.stop()
             _fail(str(error))
@@ -61,9 +81,17 @@ def import_command(
         return
     typer.echo(f"imported {result.nodes:,} nodes, {result.edges:,} edges into {result.out_dir} in {result.seconds:.1f} s")
     if result.dangling_neighbors:
-        typer.echo(f"warning: {result.dangling_neighbors:,} neighbour ids name no node and were dropped, e.g.:")
+        typer.echo(f"note: {result.dangling_neighbors:,} neighbour ids name no node; kept in their lists and degrees "
+                   f"as Graph-CoT and GRBench's gold answers count them (looking one up says no such node), e.g.:")
         for example in result.dangling_examples[:5]:
             typer.echo(f"  {example}")
+    for name, nodes in result.flattened_neighbor_objects.items():
+        typer.echo(f"note: {name} was an object of lists on {nodes:,} nodes (citation depth keys); "
+                   f"read as one list concatenated in key order, as GRBench's legal post-processing does")
+    if result.non_finite_numbers:
+        typer.echo(f"note: {result.non_finite_numbers:,} NaN/Infinity tokens read as floats (as Python's json.load does)")
+    if result.null_features:
+        typer.echo(f"note: {result.null_features:,} features are null; they exist with the value None")
 
 
 @app.command("info")
@@ -116,7 +144,7 @@ def info_command(
     console.print(table)
     warnings = info["warnings"]
     if warnings.get("dangling_neighbors"):
-        console.print(f"[yellow]warning:[/yellow] {warnings['dangling_neighbors']:,} dangling neighbour ids dropped at import")
+        console.print(f"note: {warnings['dangling_neighbors']:,} neighbour ids name no node (kept in lists and degrees)")
     if info["retrieval"]:
         meta = info["retrieval"]
         console.print(f"node index: {meta['index']['kind']}, {meta['embedder'].get('name')}, {meta['dim']}-d")
