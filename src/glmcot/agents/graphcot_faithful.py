@@ -37,7 +37,7 @@ from glmcot.agents.config import AgentConfig
 from glmcot.agents.context import AgentContext
 from glmcot.agents.records import QuestionResult
 from glmcot.graph.graphcot import GraphFunctions
-from glmcot.llm import NOTEBOOK, SHARED_PROMPT, LLMBackend, LLMError, Segment
+from glmcot.llm import Level, LLMBackend, LLMError, Segment
 from glmcot.llm import formats
 from glmcot.llm.tokens import TokenCounter, qwen_counter
 
@@ -327,7 +327,7 @@ class FaithfulGraphCoTAgent:
                 timer["seconds"] += time.perf_counter() - started
 
         observer = Observer(GraphFunctions(self.context.graph), retrieve, self.text)
-        head = Segment(self._shared, SHARED_PROMPT)
+        head = Segment(self._shared, Level.SHARED_PROMPT)
         scratchpad = ""
         step = 1
         try:
@@ -376,7 +376,7 @@ class FaithfulGraphCoTAgent:
 
     def _call(self, run: QuestionRun, agent: str, head: Segment, question: str, scratchpad: str, step: int) -> str:
         notebook = self.prompt.human(question, scratchpad)[len(self.prompt.head):]
-        response = run.call(agent, [head, Segment(notebook, NOTEBOOK)], max_tokens=self.config.graphcot_max_tokens,
+        response = run.call(agent, [head, Segment(notebook, Level.NOTEBOOK)], max_tokens=self.config.graphcot_max_tokens,
                             stop=formats.GRAPHCOT_STOP, step=step - 1, temperature=self.config.temperature)
         return format_step(response.text)
 
