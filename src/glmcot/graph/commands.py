@@ -29,18 +29,28 @@ def _human_bytes(count: float) -> str:
 
 @app.command("import")
 def import_command(
-    graph_json: Path = typer.Argument(..., help="A GRBench graph.json ('<type>_nodes' -> id -> {features, neighbors})."),
+    sources: list[Path] = typer.Argument(..., help="A GRBench graph.json; CSV/Parquet tables (files or folders); or an N-Triples .nt/.nt.gz file (docs/graph-formats.md)."),
     out: Path = typer.Option(..., "--out", "-o", help="Store directory to create (written atomically)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing store at --out."),
-    batch_size: int = typer.Option(20_000, help="Nodes handed to the writer at a time (memory vs. call overhead)."),
+    batch_size: int = typer.Option(20_000, help="Nodes (JSON) or rows (tables) handed to the writer at a time (memory vs. call overhead)."),
     as_json: bool = typer.Option(False, "--json", help="Print the import report as JSON."),
+    source_format: str = typer.Option("auto", "--format", help="auto (from the file names), json, tables or triples."),
+    reverse_suffix: str = typer.Option("", "--reverse-suffix", help="Tables and triples: also store each edge backwards as <relation><suffix> (e.g. _of)."),
+    text_key: list[str] = typer.Option([], "--text-key", help="Tables: TYPE=FEATURE, the feature that is a type's text (repeatable)."),
+    text_predicate: str = typer.Option("", "--text-predicate", help="Triples: the predicate IRI whose literal is a node's text (default rdfs:label)."),
+    id_prefix: str = typer.Option("", "--id-prefix", help="Triples: an IRI prefix dropped from node ids (e.g. http://example.org/)."),
 ) -> None:
-    """Import a GRBench graph.json into a memory-mapped store (two streaming passes)."""
+    """Import a graph into a memory-mapped store: GRBench JSON, CSV/Parquet tables or N-Triples, streaming."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
     from glmcot.graph.errors import GraphFormatError
-    from glmcot.graph.importer import import_graph_json
+    from glmcot.graph.sources import SourceFormat, import_source
 
+    try:
+        chosen_format = SourceFormat(source_format)
+        text_keys = dict(item.split("=", 1) for item in text_key)
+    except ValueError:
+        _fail(f"--format must be one of auto, json, tables, triples and --text-key TYPE=FEATURE; got {source_format!r}, {text_key}")
     tasks: dict[str, Any] = {}
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
     with Progress(*columns, transient=as_json, disable=as_json) as progress:
@@ -51,18 +61,19 @@ def import_command(
             progress.update(tasks[phase], completed=done)
 
         try:
-            result = import_graph_json(graph_json, out, overwrite=force, batch_size=batch_size, progress=report)
-        except (GraphFormatError, FileExistsError, FileNotFoundError) as error:
+            result = import_source(sources, out, chosen_format, overwrite=force, batch_size=batch_size,
+                                   reverse_suffix=reverse_suffix, text_keys=text_keys, text_predicate=text_predicate or None,
+                                   id_prefix=id_prefix, progress=report)
+        except (GraphFormatError, FileExistsError, FileNotFoundError, ValueError) as error:
             progress.stop()
             _fail(str(error))
-    report_dict = result.__dict__
     if as_json:
-        typer.echo(json.dumps(report_dict, ensure_ascii=False))
+        typer.echo(json.dumps(result, ensure_ascii=False))
         return
-    typer.echo(f"imported {result.nodes:,} nodes, {result.edges:,} edges into {result.out_dir} in {result.seconds:.1f} s")
-    if result.dangling_neighbors:
-        typer.echo(f"warning: {result.dangling_neighbors:,} neighbour ids name no node and were dropped, e.g.:")
-        for example in result.dangling_examples[:5]:
+    typer.echo(f"imported {result['nodes']:,} nodes, {result['edges']:,} edges into {result['out_dir']} in {result['seconds']:.1f} s")
+    if result["dangling_neighbors"]:
+        typer.echo(f"warning: {result['dangling_neighbors']:,} edges name a node that does not exist and were dropped, e.g.:")
+        for example in result["dangling_examples"][:5]:
             typer.echo(f"  {example}")
 
 
