@@ -40,6 +40,7 @@ class Operation:
     type: str | None = None
     features: dict[str, Any] | None = None
     replace: bool = False
+    type_is_hint: bool = False  # from a file name: names the type of a new node, not checked for old ones
     source: str = ""  # edge ops
     relation: str = ""
     target: str = ""
@@ -176,7 +177,7 @@ class DeltaBuilder:
                 self.delta.new_nodes.append(operation.id)
         else:
             node_type, features = current
-            if operation.type is not None and operation.type != node_type:
+            if operation.type is not None and operation.type != node_type and not operation.type_is_hint:
                 raise GraphFormatError(f"{operation.where}: node {operation.id!r} is a {node_type!r}, not a "
                                        f"{operation.type!r}; delete it and add it again to change its type")
         old_text = self._text(node_type, features)

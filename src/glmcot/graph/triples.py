@@ -162,23 +162,9 @@ def _parse_error(path: Path, error: SyntaxError) -> GraphFormatError:
     return GraphFormatError(f"{path}: line {error.lineno}, column {error.offset}: bad triple: {message}")
 
 
-def import_triples(
-    path: str | os.PathLike,
-    out_dir: str | os.PathLike,
-    overwrite: bool = False,
-    text_predicate: str = RDFS_LABEL,
-    id_prefix: str = "",
-    reverse_suffix: str = "",
-    progress: ProgressCallback | None = None,
-) -> ImportSummary:
-    """Import an N-Triples file (plain or gzip) into a store at ``out_dir`` (rule in the module doc)."""
-    started = time.perf_counter()
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not overwrite:
-        raise FileExistsError(f"{out_dir} exists; pass --force to replace it")
+def collect_triples(path: Path, text_predicate: str = RDFS_LABEL, id_prefix: str = "",
+                    progress: ProgressCallback | None = None) -> tuple[_Collected, int, int]:
+    """Read every triple of an N-Triples file (plain or gzip) by the rule; (collected, triples, bytes)."""
     total = path.stat().st_size
     collected = _Collected(id_prefix)
     text_feature = local_name(text_predicate)
@@ -205,6 +191,28 @@ def import_triples(
             raise _parse_error(path, error) from None
         except (OSError, EOFError, gzip.BadGzipFile) as error:
             raise GraphFormatError(f"{path}: cannot read: {error} (a truncated .gz?)") from None
+    return collected, triples, total
+
+
+def import_triples(
+    path: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    overwrite: bool = False,
+    text_predicate: str = RDFS_LABEL,
+    id_prefix: str = "",
+    reverse_suffix: str = "",
+    progress: ProgressCallback | None = None,
+) -> ImportSummary:
+    """Import an N-Triples file (plain or gzip) into a store at ``out_dir`` (rule in the module doc)."""
+    started = time.perf_counter()
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not overwrite:
+        raise FileExistsError(f"{out_dir} exists; pass --force to replace it")
+    collected, triples, total = collect_triples(path, text_predicate, id_prefix, progress)
+    text_feature = local_name(text_predicate)
     if not collected.ids:
         raise GraphFormatError(f"{path}: no triples")
     return _write(collected, path, out_dir, overwrite, text_feature, reverse_suffix, triples, total, started)

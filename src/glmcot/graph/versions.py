@@ -128,6 +128,7 @@ class UpdateResult:
     version: int
     report: ApplyReport
     seconds: float
+    embedded: int = 0  # node texts embedded for the node index
 
 
 def _clean(root: Path, keep: set[str]) -> None:
@@ -147,7 +148,7 @@ def _clean(root: Path, keep: set[str]) -> None:
 
 
 def apply_update(root: str | os.PathLike, operations: Iterable[Operation], crash: CrashHook = _no_crash,
-                 on_commit: Callable[[Graph, ApplyReport], None] | None = None) -> UpdateResult:
+                 embedder=None) -> UpdateResult:
     """Apply operations as one new version. Bad operations raise before anything is committed."""
     started = time.perf_counter()
     root = Path(root)
@@ -177,13 +178,18 @@ def apply_update(root: str | os.PathLike, operations: Iterable[Operation], crash
         write_json_atomic(root / delta_name, delta.to_json())
         crash("delta-written")
         new_info = VersionInfo(version, info.base, delta_name)
-        if on_commit is not None:
-            on_commit(current, report)  # e.g. the node index overlay, written before the commit
+        from glmcot.graph.index_updates import has_node_index, update_node_index
+        from glmcot.graph.merged import MergedGraph
+
+        embedded = 0
+        if has_node_index(base):  # the node index follows: embed only new and renamed nodes
+            after = MergedGraph(base.directory, base.manifest, delta, version, root)
+            embedded = update_node_index(current, after, report, embedder)
         crash("before-commit")
         new_info.write(root)
         crash("committed")
         _clean(root, {delta_name, info.base})
-    return UpdateResult(version, report, time.perf_counter() - started)
+    return UpdateResult(version, report, time.perf_counter() - started, embedded)
 
 
 def compact(root: str | os.PathLike, crash: CrashHook = _no_crash) -> int:
@@ -195,7 +201,10 @@ def compact(root: str | os.PathLike, crash: CrashHook = _no_crash) -> int:
         version = info.version + 1
         base_name = f"bases/v{version:06d}"
         (root / "bases").mkdir(exist_ok=True)
-        write_merged(graph, root / base_name)
+        mapping = write_merged(graph, root / base_name)
+        from glmcot.graph.index_updates import compact_node_index
+
+        compact_node_index(graph, Graph.open(root / base_name, follow_updates=False), mapping)
         crash("base-written")
         VersionInfo(version, base_name, None).write(root)
         crash("committed")
@@ -203,8 +212,8 @@ def compact(root: str | os.PathLike, crash: CrashHook = _no_crash) -> int:
     return version
 
 
-def write_merged(graph: Graph, out_dir: Path) -> None:
-    """Write any graph view (a merged version) as a new store, atomically."""
+def write_merged(graph: Graph, out_dir: Path) -> np.ndarray:
+    """Write any graph view (a merged version) as a new store, atomically; returns old -> new index (-1: gone)."""
     live_types = [(node_type, _live_indices(graph, node_type)) for node_type in graph.node_types]
     mapping = np.full(graph.num_nodes, -1, dtype=np.int64)
     position = 0
@@ -239,6 +248,7 @@ def write_merged(graph: Graph, out_dir: Path) -> None:
                 dst = np.concatenate(targets) if targets else np.zeros(0, np.int64)
                 if len(src):
                     writer.add_edges(node_type, relation, src, dst, np.concatenate(weights) if weighted else None)
+    return mapping
 
 
 def _live_indices(graph: Graph, node_type: str) -> np.ndarray:
