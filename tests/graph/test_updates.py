@@ -153,3 +153,31 @@ def test_chunk_key_follows_content(store):
     assert chunk_key(changed, "m1") != first != old_key  # a neighbour's new name changes m1's chunk key
     apply_update(store, ops({"op": "upsert_node", "id": "m2", "features": {"year": 1980}}))
     assert chunk_key(Graph.open(store), "m1") == chunk_key(changed, "m1")  # same text, same key
+
+
+def test_update_and_compact_commands(tmp_path, store):
+    from typer.testing import CliRunner
+
+    from glmcot.cli import app
+
+    runner = CliRunner()
+    changes = tmp_path / "changes"
+    changes.mkdir()
+    (changes / "movies.csv").write_text(":ID,title,year:int,:LABEL\nm1,Heat (1995),,movie\nm9,Ronin,1998,movie\n")
+    (changes / "cast.csv").write_text(":START_ID,:END_ID,:TYPE\nm9,p1,actor\n")
+    result = runner.invoke(app, ["graph", "update", str(store), str(changes), "--reverse-suffix", "_of", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) | {"seconds": 0} == {
+        "store": str(store), "version": 1, "seconds": 0, "embedded": 0, "upserted_nodes": 2, "deleted_nodes": 0,
+        "upserted_edges": 2, "deleted_edges": 0, "text_changed": 2}
+    graph = Graph.open(store)
+    assert graph.feature("m1", "title") == "Heat (1995)" and graph.feature("m1", "year") == 1995  # kept
+    assert graph.neighbors("p1", "actor_of") == ["m1", "m9"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"op": "delete_node", "id": "zz"}\n')
+    failed = runner.invoke(app, ["graph", "update", str(store), str(bad)])
+    assert failed.exit_code == 1 and "bad.jsonl: line 1: cannot delete 'zz': no such node" in failed.output
+    assert Graph.open(store).version == 1
+    compacted = runner.invoke(app, ["graph", "compact", str(store), "--json"])
+    assert compacted.exit_code == 0 and json.loads(compacted.output)["version"] == 2
+    assert runner.invoke(app, ["graph", "call", str(store), 'NeighbourCheck("m9", "actor")']).output == "['p1']\n"

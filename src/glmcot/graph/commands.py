@@ -281,3 +281,60 @@ def _emit_error(call: str, error: Exception, as_json: bool) -> None:
     typer.echo(f"{type(error).__name__}: {error}", err=True)
     sys.stdout.flush()
     raise typer.Exit(1)
+
+
+@app.command("update")
+def update_command(
+    store: Path = typer.Argument(..., help="A store directory (from `glmcot graph import`)."),
+    changes: list[Path] = typer.Argument(..., help="Operations (.jsonl, see docs/graph-formats.md), node/edge tables (rows are upserts) or N-Triples."),
+    reverse_suffix: str = typer.Option("", "--reverse-suffix", help="Tables and triples: also upsert each edge backwards as <relation><suffix>, as at import."),
+    text_predicate: str = typer.Option("", "--text-predicate", help="Triples: the predicate whose literal is a node's text (default rdfs:label)."),
+    id_prefix: str = typer.Option("", "--id-prefix", help="Triples: an IRI prefix dropped from node ids, as at import."),
+    as_json: bool = typer.Option(False, "--json", help="Print the new version and counts as JSON."),
+) -> None:
+    """Apply upserts and deletes as one new numbered version (a delta over the base; all or nothing)."""
+    import itertools
+
+    from glmcot.graph.changes import read_changes
+    from glmcot.graph.errors import GraphFormatError
+    from glmcot.graph.versions import apply_update
+
+    try:
+        operations = itertools.chain.from_iterable(
+            read_changes(path, reverse_suffix, text_predicate or None, id_prefix) for path in changes)
+        result = apply_update(store, operations)
+    except (GraphFormatError, FileNotFoundError, ValueError) as error:
+        _fail(str(error))
+    report = result.report
+    payload = {"store": str(store), "version": result.version, "seconds": result.seconds, "embedded": result.embedded,
+               "upserted_nodes": report.upserted_nodes, "deleted_nodes": report.deleted_nodes,
+               "upserted_edges": report.upserted_edges, "deleted_edges": report.deleted_edges,
+               "text_changed": len(report.text_changed)}
+    if as_json:
+        typer.echo(json.dumps(payload))
+        return
+    typer.echo(f"version {result.version}: {report.upserted_nodes:,} nodes upserted, {report.deleted_nodes:,} deleted, "
+               f"{report.upserted_edges:,} edges upserted, {report.deleted_edges:,} deleted ({result.seconds:.2f} s)")
+
+
+@app.command("compact")
+def compact_command(
+    store: Path = typer.Argument(..., help="A store directory with updates."),
+    as_json: bool = typer.Option(False, "--json", help="Print the new version as JSON."),
+) -> None:
+    """Fold the committed delta into a new base, atomically (readers keep their version)."""
+    import time
+
+    from glmcot.graph.errors import GraphFormatError
+    from glmcot.graph.versions import compact
+
+    started = time.perf_counter()
+    try:
+        version = compact(store)
+    except GraphFormatError as error:
+        _fail(str(error))
+    seconds = time.perf_counter() - started
+    if as_json:
+        typer.echo(json.dumps({"store": str(store), "version": version, "seconds": seconds}))
+        return
+    typer.echo(f"version {version}: compacted into a new base in {seconds:.2f} s")
