@@ -80,22 +80,27 @@ def update_node_index(before, after, report: ApplyReport, embedder: Embedder | N
     return len(fresh)
 
 
-def drop_affected(cache: RetrieveNodeCache, report: ApplyReport) -> int:
-    """Drop the RetrieveNode cache entries an update can change; returns how many were dropped.
+def surviving(entries, report: ApplyReport) -> list[tuple[str, str]]:
+    """The (query text, node id) cache entries an update cannot change.
 
-    A new or renamed node may now be the best match of any query, so then every entry goes; after
-    deletions only, the entries that answer a deleted node go.
+    A new or renamed node may now be the best match of any query, so then none survive; after
+    deletions only, the entries that answer a deleted node go; edge and other feature changes
+    leave every entry true.
     """
+    if report.text_changed:
+        return []
+    gone = set(report.deleted)
+    return [(text, node_id) for text, node_id in entries.items() if node_id not in gone]
+
+
+def drop_affected(cache: RetrieveNodeCache, report: ApplyReport) -> int:
+    """Drop the RetrieveNode cache entries an update can change; returns how many were dropped."""
     with cache._lock:
-        if report.text_changed:
-            dropped = len(cache._entries)
-            cache._entries.clear()
-            return dropped
-        gone = set(report.deleted)
-        stale = [text for text, node_id in cache._entries.items() if node_id in gone]
-        for text in stale:
-            del cache._entries[text]
-        return len(stale)
+        kept = surviving(cache._entries, report)
+        dropped = len(cache._entries) - len(kept)
+        cache._entries.clear()
+        cache._entries.update(kept)
+        return dropped
 
 
 class UpdatedNodeRetriever(NodeRetriever):
@@ -192,5 +197,5 @@ def compact_node_index(before, new_base: Graph, old_to_new: np.ndarray) -> bool:
     return True
 
 
-__all__ = ["update_node_index", "drop_affected", "UpdatedNodeRetriever", "open_updated_retriever",
+__all__ = ["update_node_index", "drop_affected", "surviving", "UpdatedNodeRetriever", "open_updated_retriever",
            "compact_node_index", "has_node_index"]
