@@ -76,3 +76,46 @@ def test_scripted_policy_answers_on_an_imported_graph(example, kind):
             graphcot = GraphCoTAgent(backend, context, AgentConfig()).answer(record["question"], qid=record["qid"])
             assert graphcot.failure is None, graphcot.failure_detail
             assert graphcot.answer == record["answer"], record["question"]
+
+
+def test_changed_node_reaches_the_prompt_with_a_new_chunk_key(tmp_path):
+    """After an update the agents see the node's new text, in a segment whose reuse key is new, so
+    the engine cannot reuse KV computed for the old text (its chunk index also compares tokens)."""
+    from glmcot.agents import AgentConfig, AgentContext, GLMAgent, make_backend
+    from glmcot.agents.sandbox import SandboxLimits
+    from glmcot.graph.delta import parse_operation
+    from glmcot.graph.tables import import_tables
+    from glmcot.graph.versions import apply_update
+    from glmcot.llm import LLMBackend
+
+    out = tmp_path / "movies"
+    write_example(out, movies=12, people=8, count=3)
+    import_tables(out / "tables", out / "store", reverse_suffix=REVERSE_SUFFIX)
+    # Not deterministic: the R-Agent then reads the notebook, which holds the touched nodes' chunks.
+    records = [dict(json.loads(line), deterministic=False) for line in (out / "questions.jsonl").read_text().splitlines()]
+    record = next(r for r in records if r["template"] == "movies/director")
+
+    class Recording(LLMBackend):
+        def __init__(self, inner):
+            self.inner, self.label, self.segments = inner, inner.label, []
+
+        def complete(self, request):
+            self.segments += [(segment.key, segment.text) for segment in request.segments if segment.key]
+            return self.inner.complete(request)
+
+    def chunk_segments():
+        limits = SandboxLimits(wall_s=5.0, cpu_s=3.0, memory_mb=256)
+        with AgentContext(out / "store", retriever="lexical", workers=1, limits=limits) as context:
+            backend = Recording(make_backend("scripted", questions=records, context=context))
+            result = GLMAgent(backend, context, AgentConfig()).answer(record["question"], qid=record["qid"])
+            director = context.graph.neighbors(record["entities"]["movie"], "director")[0]
+            return result.answer, director, {key: text for key, text in backend.segments if f":{director}:" in key}
+
+    answer, director, before = chunk_segments()
+    assert answer == record["answer"] and before
+    apply_update(out / "store", [parse_operation({"op": "upsert_node", "id": director,
+                                                  "features": {"name": "Renamed Person"}}, "op 1")])
+    answer, _, after = chunk_segments()
+    assert answer == "Renamed Person"
+    assert after and all("Renamed Person" in text for text in after.values())
+    assert not set(before) & set(after)  # no old key, so no old KV
