@@ -182,11 +182,12 @@ def main() -> None:
             result = apply_update(store, ops)
             update_s = time.perf_counter() - started
             merged = read_latency(store, graph, args.samples, 1)
+            delta_mb = size_of(store / "deltas") / 1e6
             started = time.perf_counter()
             compact(store)
             compact_s = time.perf_counter() - started
             entry = {"operations": len(ops), "update_s": round(update_s, 2), "ops_per_s": round(len(ops) / update_s),
-                     "delta_mb": round(size_of(store / "deltas") / 1e6, 2), "merged_read": merged,
+                     "delta_mb": round(delta_mb, 2), "merged_read": merged,
                      "compact_s": round(compact_s, 2), "compacted_read": read_latency(store, graph, args.samples, 1),
                      "version": result.version}
             results["updates"][f"{fraction:.0%}"] = entry

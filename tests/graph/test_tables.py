@@ -146,3 +146,17 @@ def test_existing_store_is_kept_unless_forced(tmp_path):
     (source / "t.csv").write_text("id\na\nb\n")
     import_tables(source, tmp_path / "store", overwrite=True)
     assert Graph.open(tmp_path / "store").num_nodes == 2
+
+
+def test_import_format_is_chosen_from_the_names(tmp_path):
+    from glmcot.graph.sources import SourceFormat, detect_format
+
+    (tmp_path / "a.csv").write_text("id\nx\n")
+    (tmp_path / "g.nt").write_text("")
+    assert detect_format([tmp_path / "a.csv", tmp_path]) is SourceFormat.TABLES
+    assert detect_format([tmp_path / "g.nt"]) is SourceFormat.TRIPLES
+    assert detect_format([tmp_path / "graph.json"]) is SourceFormat.JSON
+    with pytest.raises(ValueError, match="mix formats"):
+        detect_format([tmp_path / "a.csv", tmp_path / "g.nt"])
+    with pytest.raises(ValueError, match="cannot tell the format"):
+        detect_format([tmp_path / "data.xml"])

@@ -72,6 +72,8 @@ class MergedGraph(Graph):
                 if name not in known:
                     self._extra_features.setdefault(node_type, {}).setdefault(name, _kind(value))
         self._any_deleted = bool(self._deleted.any())
+        self._changed = np.zeros(total, dtype=bool)  # nodes whose features the delta holds
+        self._changed[list(self._entries)] = True
         self._overrides: dict[tuple[int, str], tuple[list[str], list]] = {}
         for node_id, relations in delta.edges.items():
             index = self._find(node_id)
@@ -248,6 +250,7 @@ class MergedGraph(Graph):
             weight = np.asarray([1.0 if value is None else value for value in weights], dtype=np.float32) if weighted else None
             keep = targets >= 0
             result = (targets[keep], None if weight is None else weight[keep])
+            self._resolved[key] = result  # bounded: one entry per changed neighbour list
         elif index >= self._base_count or (entry is not None and entry.get("fresh")) \
                 or relation not in self._types[node_type].relations:
             result = (np.zeros(0, dtype=np.int64), None)
@@ -259,7 +262,6 @@ class MergedGraph(Graph):
                 if not keep.all():
                     targets, weight = targets[keep], None if weight is None else weight[keep]
             result = (targets, weight)
-        self._resolved[key] = result
         return result
 
     def neighbor_indices(self, index: int, relation: str) -> np.ndarray:
@@ -280,7 +282,7 @@ class MergedGraph(Graph):
         result = np.zeros(len(indices), dtype=np.int64)
         if base.any():
             result[base] = super().total_degree(indices[base])
-        for position in np.flatnonzero(~base | np.isin(indices, list(self._entries) or [-1])).tolist():
+        for position in np.flatnonzero(~base | self._changed[indices]).tolist():
             index = int(indices[position])
             if self._deleted[index]:
                 continue
