@@ -184,6 +184,10 @@ def embed_command(
         config = IndexConfig(kind=index, hnsw_m=hnsw_m, ivf_nlist=ivf_nlist, ivf_nprobe=ivf_nprobe)
     except (GraphFormatError, ValueError) as error:
         _fail(str(error))
+    delta = getattr(graph, "delta", None)
+    if delta is not None and (delta.nodes or delta.edges):
+        _fail(f"{store} has updates not yet compacted (updates keep the index current themselves); "
+              f"run `glmcot graph compact {store}` before rebuilding the index")
     embedder = SentenceTransformerEmbedder(model, device=device) if model else MiniLMEmbedder(device=device)
     with Progress(TextColumn("embedding nodes"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   disable=as_json) as progress:
