@@ -164,8 +164,12 @@ class Graph:
         self._relations: dict[tuple[str, str], _Relation] = {}
 
     @classmethod
-    def open(cls, directory: str | os.PathLike) -> Graph:
+    def open(cls, directory: str | os.PathLike, follow_updates: bool = True) -> Graph:
         directory = Path(directory)
+        if follow_updates and (directory / "CURRENT.json").is_file():
+            from glmcot.graph.versions import open_version  # an updated store: its committed version
+
+            return open_version(directory)
         manifest_path = directory / "manifest.json"
         if not manifest_path.is_file():
             raise GraphFormatError(f"{directory} is not a graph store (no manifest.json); create one with `glmcot graph import`")
