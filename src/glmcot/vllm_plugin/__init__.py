@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-logger = logging.getLogger("glmcot.vllm_plugin")
+logger = logging.getLogger("vllm.plugins.glmcot")  # under vLLM's logger, so its handler prints it
 _state = {"registered": False, "status": "not registered"}
 
 

@@ -24,7 +24,7 @@ from glmcot.vllm_plugin.settings import Mode, Settings
 from glmcot.vllm_plugin.stats import StatsWriter
 from glmcot.vllm_plugin.wire import WIRE_VERSION, WireError, decode
 
-logger = logging.getLogger("glmcot.vllm_plugin")
+logger = logging.getLogger("vllm.plugins.glmcot")  # under vLLM's logger, so its handler prints it
 
 SUPPORTED_VERSIONS = ("0.32.0",)  # the vLLM releases this plugin was tested on (local suffixes like +cpu allowed)
 QUEUE_METHODS = {"popleft", "popleft_n", "remove", "append", "append_n", "prepend_n", "get_all_free_blocks",
@@ -177,15 +177,15 @@ class Controller:
         params = getattr(request, "sampling_params", None)
         try:
             levels = decode(getattr(params, "extra_args", None), getattr(request, "session_id", None))
-        except WireError as error:
+            if levels is None:
+                self.requests.untagged += 1
+            else:
+                self.requests.tagged += 1
+        except WireError as error:  # the request runs as an untagged one
             self.requests.malformed += 1
             self.last_error = f"request {request.request_id}: {error}"
             levels = None
         spans = levels.spans if levels is not None else ()
-        if levels is None:
-            self.requests.untagged += 1
-        else:
-            self.requests.tagged += 1
         blocks = self.manager.coordinator.get_blocks(request.request_id)[0]
         per_block = block_levels(spans, int(request.num_prompt_tokens), len(blocks), self.block_size)
         ids, claimed = [], []
