@@ -2,8 +2,10 @@
 
 Replays GLM sessions (recorded GLM question traces with --traces / --record-traces, else the
 co-design benchmark's synthetic GRBench-style workload) against `vllm serve` on the same model and
-KV pool size, one server per arm, all started together; the arms take turns (the order rotates each
-repeat) and each turn starts from an empty prefix cache (`/reset_prefix_cache`). Every call sends
+KV pool size, one server per arm, all started together. The arms replay at the same time (each its
+own clients; on a shared, noisy machine the slow moments then fall on every arm alike), or with
+--no-together one after another in an order that rotates each repeat; each replay starts from an
+empty prefix cache (`/reset_prefix_cache`). Every call sends
 the recorded prompt through glmcot's `vllm+glmcot` backend (token ids, level spans, session) and
 generates `min(recorded response tokens, --max-output-tokens)` tokens with `ignore_eos`, so every
 arm does the same work; `concurrency` sessions are in flight (closed loop), and each session ends
@@ -244,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eager", action=argparse.BooleanOptionalAction, default=True, help="--enforce-eager")
     parser.add_argument("--server-args", nargs=argparse.REMAINDER, default=[], help="more `vllm serve` arguments (last)")
     parser.add_argument("--vllm-venv", default=os.environ.get("GLMCOT_VLLM_VENV", str(ROOT / ".venv-vllm")))
+    parser.add_argument("--together", action=argparse.BooleanOptionalAction, default=True,
+                        help="replay the arms at the same time (default) rather than one after another, rotating")
     parser.add_argument("--quick", action="store_true", help="12 sessions, two pool sizes")
     parser.add_argument("--out", default="runs/vllm-codesign/result.json")
     args = parser.parse_args(argv)
@@ -275,8 +279,12 @@ def main(argv: list[str] | None = None) -> int:
             runs: dict[str, list[dict]] = {arm: [] for arm in args.arms}
             for repeat in range(args.repeats):
                 order = servers[repeat % len(servers):] + servers[:repeat % len(servers)]
-                for server in order:
-                    row = replay(server, args, model, fitting, prompts)
+                if args.together:  # all arms at once: the machine's slow moments fall on each alike
+                    with concurrent.futures.ThreadPoolExecutor(len(order)) as pool:
+                        rows = list(pool.map(lambda server: replay(server, args, model, fitting, prompts), order))
+                else:
+                    rows = [replay(server, args, model, fitting, prompts) for server in order]
+                for server, row in zip(order, rows):
                     runs[server.arm].append(row)
                     console.print(f"  {server.arm:>8}: hit rate {row['hit_rate']:.3f}, computed "
                                   f"{row['prompt_tokens_computed']:.0f} tokens, {row['throughput_sessions_per_s']:.2f} "
