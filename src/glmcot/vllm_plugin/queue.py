@@ -47,6 +47,7 @@ class LeveledFreeBlockQueue(FreeKVCacheBlockQueue):
         # vLLM's __init__ is not called: it links the blocks through their prev/next fields
         self.table = table
         self.counts = counts
+        self.lock = table.lock  # the stats writer reads from its own thread
         self._lists: dict[int, OrderedDict[int, KVCacheBlock]] = {level: OrderedDict() for level in ORDER}
         self._where: dict[int, int] = {}  # free block id -> its list
         self._seq: dict[int, int] = {}  # free block id -> when it was freed (LRU inside a list)
@@ -57,39 +58,46 @@ class LeveledFreeBlockQueue(FreeKVCacheBlockQueue):
 
     # ---- vLLM's interface
     def popleft(self) -> KVCacheBlock:
-        for level in ORDER:
-            entries = self._lists[level]
-            if entries:
-                block_id, block = entries.popitem(last=False)
-                self._taken(block_id, block, level)
-                return block
+        with self.lock:
+            for level in ORDER:
+                entries = self._lists[level]
+                if entries:
+                    block_id, block = entries.popitem(last=False)
+                    self._taken(block_id, block, level)
+                    return block
         raise ValueError("No free blocks available")
 
     def popleft_n(self, n: int) -> list[KVCacheBlock]:
         assert self.num_free_blocks >= n
-        return [self.popleft() for _ in range(n)]
+        with self.lock:
+            return [self.popleft() for _ in range(n)]
 
     def remove(self, block: KVCacheBlock) -> None:
-        level = self._where.pop(block.block_id, None)
-        if level is None:
-            raise RuntimeError(f"remove() called on an invalid block: {block}")
-        del self._lists[level][block.block_id]
-        self._seq.pop(block.block_id, None)
-        self.num_free_blocks -= 1
+        with self.lock:
+            level = self._where.pop(block.block_id, None)
+            if level is None:
+                raise RuntimeError(f"remove() called on an invalid block: {block}")
+            del self._lists[level][block.block_id]
+            self._seq.pop(block.block_id, None)
+            self.num_free_blocks -= 1
 
     def append(self, block: KVCacheBlock) -> None:
-        self._file(block, front=False)
-
-    def append_n(self, blocks: list[KVCacheBlock]) -> None:
-        for block in blocks:
+        with self.lock:
             self._file(block, front=False)
 
+    def append_n(self, blocks: list[KVCacheBlock]) -> None:
+        with self.lock:
+            for block in blocks:
+                self._file(block, front=False)
+
     def prepend_n(self, blocks: list[KVCacheBlock]) -> None:
-        for block in reversed(blocks):
-            self._file(block, front=True)
+        with self.lock:
+            for block in reversed(blocks):
+                self._file(block, front=True)
 
     def get_all_free_blocks(self) -> list[KVCacheBlock]:
-        return [block for level in ORDER for block in self._lists[level].values()]
+        with self.lock:
+            return [block for level in ORDER for block in self._lists[level].values()]
 
     def iter_blocks_after(self, cursor: KVCacheBlock | None) -> Iterator[KVCacheBlock]:
         blocks = self.get_all_free_blocks()
@@ -121,7 +129,8 @@ class LeveledFreeBlockQueue(FreeKVCacheBlockQueue):
                 self._where[block_id] = level
 
     def free_counts(self) -> dict[str, int]:
-        return {NAMES[level]: len(self._lists[level]) for level in ORDER}
+        with self.lock:
+            return {NAMES[level]: len(self._lists[level]) for level in ORDER}
 
     def reset(self) -> None:
         """After vLLM's reset_prefix_cache: no block has a hash any more."""
@@ -163,24 +172,45 @@ class ObservingFreeBlockQueue(FreeKVCacheBlockQueue):
         super().__init__(blocks)
         self.table = table
         self.counts = counts
+        self.lock = table.lock  # the stats writer walks the list from its own thread
 
     def popleft(self) -> KVCacheBlock:
-        block = super().popleft()
-        self._taken(block)
-        return block
+        with self.lock:
+            block = super().popleft()
+            self._taken(block)
+            return block
 
     def popleft_n(self, n: int) -> list[KVCacheBlock]:
-        blocks = super().popleft_n(n)
-        for block in blocks:
-            self._taken(block)
-        return blocks
+        with self.lock:
+            blocks = super().popleft_n(n)
+            for block in blocks:
+                self._taken(block)
+            return blocks
+
+    def remove(self, block: KVCacheBlock) -> None:
+        with self.lock:
+            super().remove(block)
+
+    def append(self, block: KVCacheBlock) -> None:
+        with self.lock:
+            super().append(block)
+
+    def append_n(self, blocks: list[KVCacheBlock]) -> None:
+        with self.lock:
+            super().append_n(blocks)
+
+    def prepend_n(self, blocks: list[KVCacheBlock]) -> None:
+        with self.lock:
+            super().prepend_n(blocks)
 
     def refile(self, block_ids: list[int]) -> None:
         """Levels never change the order here."""
 
     def free_counts(self) -> dict[str, int]:
         counts = {NAMES[level]: 0 for level in ORDER}
-        for block in self.get_all_free_blocks():
+        with self.lock:
+            blocks = self.get_all_free_blocks()
+        for block in blocks:
             level = UNHASHED if block.block_hash is None else self.table.level(block.block_id)
             counts[NAMES[level]] += 1
         return counts
