@@ -111,6 +111,10 @@ def serve(
         raise typer.BadParameter(str(exc)) from None
     if host not in ("127.0.0.1", "localhost", "::1") and not config.api_key:
         typer.secho(f"warning: serving on {host} without an API key", fg="yellow", err=True)
+    if model is not None:
+        from glmcot.engine.kernels import cpu_kernels
+
+        cpu_kernels()  # a first build runs before uvicorn takes over the signals: Ctrl-C and SIGTERM stop it
     uvicorn.Server(uvicorn_config(create_app(config), config, log_level)).run()
 
 
