@@ -35,7 +35,7 @@ if [ "$device" = "cpu" ] && ! "$py" -c "import torch" >/dev/null 2>&1; then
   "$py" -m pip install -q "torch==2.13.0"
 fi
 echo "installing $spec into $venv (about 3.4 GB; several minutes)" >&2
-"$py" -m pip install -q "$spec"
+"$py" -m pip install -q --progress-bar off "$spec"
 if [ "$device" = "cpu" ]; then
   # fix (a): CUDA builds of the vision/audio packages break `import vllm` on a CPU torch
   "$py" -m pip uninstall -y -q torchvision torchaudio torchcodec >/dev/null 2>&1 || true
