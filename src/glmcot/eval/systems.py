@@ -4,6 +4,8 @@ Everything that depends on another package's constructor lives here, in one plac
 
 from __future__ import annotations
 
+import os
+
 import contextlib
 import dataclasses
 from pathlib import Path
@@ -104,10 +106,15 @@ def resolve_device(device: str) -> str:
         return "cpu"
 
 
+ENGINE_SERVER_SPECS = ("vllm+glmcot:", "sglang+glmcot:")
+
+
 def backend_spec(config: EvalConfig, scripted: bool) -> str:
     if scripted:
         return f"scripted+native:{config.model or DEFAULT_SCRIPTED_MODEL}"
     if config.llm:
+        if config.llm.startswith(ENGINE_SERVER_SPECS):  # vLLM with glmcot's plugin, or SGLang's priority eviction
+            return config.llm
         return f"openai:{config.llm}"
     if config.model:
         if not config.model.startswith("random:") and not Path(config.model).expanduser().is_dir():
@@ -141,6 +148,10 @@ def answer_backend(config: EvalConfig, scripted_questions: Any = None, context: 
     if spec.startswith("openai:"):
         options.update(model=config.api_model, api_key=config.api_key, timeout_s=config.llm_timeout,
                        max_retries=config.llm_retries)
+    elif spec.startswith(ENGINE_SERVER_SPECS):
+        # the served model's tokenizer directory for exact level spans (unset: the server's /tokenize)
+        options.update(model=config.api_model, api_key=config.api_key, timeout_s=config.llm_timeout,
+                       max_retries=config.llm_retries, tokenizer=os.environ.get("GLMCOT_LLM_TOKENIZER"))
     else:
         options.update(engine_options(config))
         options.update(engine or {})
