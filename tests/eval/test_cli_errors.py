@@ -20,7 +20,7 @@ def _run(args, env=None):
     (["eval", "--questions", "nope.jsonl", "--method", "glm", "--scripted"], "--graph is needed for glm"),
     (["eval", "--questions", "nope.jsonl", "--graph", ".", "--llm-model", "m", "--model", "x"], "--llm-model needs --llm"),
     (["ask", "Who?", "--graph", "."], "give --model PATH"),
-    (["ask", "Who?", "--graph", ".", "--model", "m", "--method", "magic"], "choose glm or graphcot"),
+    (["ask", "Who?", "--graph", ".", "--model", "m", "--method", "magic"], "choose glm, graphcot or graphcot-repaired"),
     (["bench", "everything"], "unknown benchmark 'everything'"),
     (["demo", "--domains", "dblp,mars"], "unknown domain(s) mars"),
 ])
