@@ -43,10 +43,10 @@ def _errors() -> Iterator[None]:
         if os.environ.get("GLMCOT_DEBUG"):
             raise
         from glmcot.eval.config import ConfigError
-        from glmcot.eval.questions import QuestionFileError
+        from glmcot.data.questions import QuestionFormatError
         from glmcot.eval.systems import SetupError
 
-        known = (UsageError, ConfigError, QuestionFileError, SetupError, FileNotFoundError, NotADirectoryError)
+        known = (UsageError, ConfigError, QuestionFormatError, SetupError, FileNotFoundError, NotADirectoryError)
         message = str(exc) if isinstance(exc, known) else f"{type(exc).__name__}: {exc}"
         from rich.markup import escape
 

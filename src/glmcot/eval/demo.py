@@ -15,7 +15,7 @@ from typing import Any
 
 from glmcot.eval.config import EvalConfig
 from glmcot.eval.progress import console as make_console, progress as make_progress
-from glmcot.eval.questions import Question, load_questions
+from glmcot.data.questions import QuestionRecord, read_questions
 from glmcot.eval.plots import METHOD_LABELS
 from glmcot.eval.report import (PAPER_HEADLINE, SCRIPTED_NOTICE, ablation_markdown, ablation_rich,
                                 latency_split_markdown, paper_table1_markdown, ratios, ratios_markdown, table1_markdown, table1_rich)
@@ -63,13 +63,13 @@ def ensure_dataset(domain: str, scale: str, seed: int, cache_dir: Path) -> Path:
     return folder
 
 
-def pick_questions(questions: list[Question], n: int) -> list[Question]:
+def pick_questions(questions: list[QuestionRecord], n: int) -> list[QuestionRecord]:
     """n questions spread over templates (round robin in file order), with gold plans."""
-    usable = [q for q in questions if (q.record.get("plan") or {}).get("glm") and (q.record.get("plan") or {}).get("graphcot")]
-    by_template: dict[str, list[Question]] = {}
+    usable = [q for q in questions if q.plan is not None and q.plan.glm and q.plan.graphcot]
+    by_template: dict[str, list[QuestionRecord]] = {}
     for q in usable:
-        by_template.setdefault(str(q.record.get("template")), []).append(q)
-    picked: list[Question] = []
+        by_template.setdefault(q.template, []).append(q)
+    picked: list[QuestionRecord] = []
     while len(picked) < n and any(by_template.values()):
         for bucket in by_template.values():
             if bucket and len(picked) < n:
@@ -79,14 +79,14 @@ def pick_questions(questions: list[Question], n: int) -> list[Question]:
 
 # ---- running -------------------------------------------------------------------------------------
 
-def measure(method: str, questions: list[Question], dataset: Path, config: EvalConfig, out_file: Path,
+def measure(method: str, questions: list[QuestionRecord], dataset: Path, config: EvalConfig, out_file: Path,
             engine: dict[str, Any] | None = None, agent: dict[str, Any] | None = None,
             retrieve_cache: bool = True, on_done=None, prices: Prices | None = None) -> dict[str, Any]:
     """One method on one domain's questions with a fresh engine and a fresh agent context (cold
     caches), after one warm-up request; the summary plus the engine's counters."""
     from glmcot.eval import systems
 
-    records = [q.record for q in questions]
+    records = list(questions)
     with systems.agent_context(dataset, config) as context, \
             systems.answer_backend(config, scripted_questions=records, context=context, engine=engine) as backend:
         if not retrieve_cache:
@@ -152,12 +152,12 @@ def run_demo(options: DemoOptions, config: EvalConfig) -> dict[str, Any]:
     started = time.perf_counter()
     prices = Prices(config.price_input, config.price_cached_input, config.price_output)
     datasets: dict[str, Path] = {}
-    selected: dict[str, list[Question]] = {}
+    selected: dict[str, list[QuestionRecord]] = {}
     with make_progress(options.quiet) as bar:
         task = bar.add_task("synthetic graphs (cached)", total=len(options.domains))
         for domain in options.domains:
             datasets[domain] = ensure_dataset(domain, options.scale, options.seed, config.cache_dir)
-            selected[domain] = pick_questions(load_questions(datasets[domain] / "questions.jsonl"),
+            selected[domain] = pick_questions(read_questions(datasets[domain] / "questions.jsonl"),
                                               options.questions_per_domain)
             if not selected[domain]:
                 raise systems.SetupError(f"{datasets[domain]}: no questions with gold plans")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from glmcot.eval.config import EvalConfig
-from glmcot.eval.questions import Question
+from glmcot.data.questions import QuestionRecord
 
 
 # Qwen3-shaped, random weights: 4 layers, hidden 256, an 8k context that holds Graph-CoT's prompts
@@ -189,7 +189,7 @@ def judge_backend_spec(config: EvalConfig) -> str | None:
     return None
 
 
-def judge_function(config: EvalConfig, answer_backend_: Any, options: Any) -> Callable[[Question, str], tuple]:
+def judge_function(config: EvalConfig, answer_backend_: Any, options: Any) -> Callable[[QuestionRecord, str], tuple]:
     """Judge with the GPT4score protocol: a dedicated server if --judge-llm, else the answering model."""
     from glmcot.eval.metrics import judge
 
@@ -210,7 +210,7 @@ def judge_function(config: EvalConfig, answer_backend_: Any, options: Any) -> Ca
 
     rule = getattr(config, "judge_rule", "original")
 
-    def run(question: Question, prediction: str) -> tuple[bool | None, str]:
+    def run(question: QuestionRecord, prediction: str) -> tuple[bool | None, str]:
         return judge(backend, question.question, prediction, question.answer, qid=question.qid, rule=rule)
 
     return run
@@ -228,7 +228,7 @@ def describe_judge(config: EvalConfig, options: Any) -> str:
 # ---- methods -------------------------------------------------------------------------------------
 
 def method_answer_fn(method: str, context: Any, backend: Any, config: EvalConfig,
-                     agent_options: dict[str, Any] | None = None) -> Callable[[Question], Any]:
+                     agent_options: dict[str, Any] | None = None) -> Callable[[QuestionRecord], Any]:
     """A thread-safe function answering one question with the method."""
     if method in ("base", "text-rag", "graph-rag"):
         from glmcot.eval.baselines import Baseline
