@@ -182,7 +182,7 @@ def test_forced_text_is_refused_by_other_servers(server):
 def glmcot_req(**kw):
     segments = [Segment("P1 ", 1), Segment("node text ", 2, "vertex:7"), Segment("Question?", 4)]
     return LLMRequest(segments=segments, stop=["</answer>"], session="q#1",
-                      metadata={"qid": "q", "priority": 2}, **kw)
+                      metadata={"qid": "q"}, priority=2, **kw)
 
 
 def test_glmcot_server_is_detected_and_gets_segments_session_and_forced_text(server):

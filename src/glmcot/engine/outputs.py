@@ -1,4 +1,5 @@
-"""Request records shared by the engine and its callers: Segment, RequestOutput, metrics."""
+"""Request records shared by the engine and its callers: RequestOutput, metrics. (Segment is the
+co-design contract's, glmcot.contract.)"""
 
 from __future__ import annotations
 
@@ -7,20 +8,6 @@ from dataclasses import dataclass, field
 
 class PromptTooLongError(ValueError):
     """A prompt that can never be served: longer than max_model_len or the whole KV pool."""
-
-
-@dataclass(frozen=True)
-class Segment:
-    """A piece of a prompt. level: 1 shared agent prompt, 2 session notebook, 3 finished
-    notebook, 4 transient. key: optional content key for position-independent reuse."""
-
-    text: str
-    level: int = 4
-    key: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.level not in (1, 2, 3, 4):
-            raise ValueError(f"Segment level must be 1..4, got {self.level}")
 
 
 @dataclass

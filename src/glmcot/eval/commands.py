@@ -11,9 +11,11 @@ from typing import Any, Iterator, Optional
 
 import typer
 
-METHODS = ("glm", "graphcot", "base", "text-rag", "graph-rag")
+METHODS = ("glm", "graphcot", "graphcot-repaired", "base", "text-rag", "graph-rag")
 DOMAINS = ("dblp", "amazon", "goodreads", "biomedical", "legal")
-BENCHES = ("engine", "codesign", "agents", "graph", "ablation", "all")
+from glmcot.benchmarks import NAMES as BENCHMARK_NAMES
+
+BENCHES = (*BENCHMARK_NAMES, "ablation", "all")
 
 _TIMEOUT_HELP = "Seconds per HTTP request to the --llm (and judge) server [env GLMCOT_LLM_TIMEOUT; default 120]."
 _RETRIES_HELP = ("Retries of a transient --llm failure (connection, 429/5xx, a stream cut short) "
@@ -126,7 +128,7 @@ def register(app: typer.Typer) -> None:
         api_model: Optional[str] = typer.Option(None, "--api-model", help="Model name on that server [env GLMCOT_API_MODEL]."),
         llm_timeout: Optional[float] = typer.Option(None, "--llm-timeout", help=_TIMEOUT_HELP),
         llm_retries: Optional[int] = typer.Option(None, "--llm-retries", help=_RETRIES_HELP),
-        method: str = typer.Option("glm", help="glm or graphcot."),
+        method: str = typer.Option("glm", help="glm, graphcot (faithful to the original) or graphcot-repaired."),
         trace: bool = typer.Option(False, "--trace", help="Also print the agents' steps: calls, snippets, facts, tokens, time."),
         max_steps: Optional[int] = typer.Option(None, help="Step limit of the agent [default 10]."),
         device: Optional[str] = typer.Option(None, help="Native engine device: auto, cpu, cuda."),
@@ -137,8 +139,8 @@ def register(app: typer.Typer) -> None:
         with _errors():
             from glmcot.eval.ask import ask
 
-            if method not in ("glm", "graphcot"):
-                raise typer.BadParameter("choose glm or graphcot", param_hint="--method")
+            if method not in ("glm", "graphcot", "graphcot-repaired"):
+                raise typer.BadParameter("choose glm, graphcot or graphcot-repaired", param_hint="--method")
             _backend_choice(model, llm, False, api_model)
             config = _config({"model": model, "llm": llm, "api_model": api_model, "max_steps": max_steps,
                               "device": device, "llm_timeout": llm_timeout, "llm_retries": llm_retries},
@@ -154,7 +156,7 @@ def register(app: typer.Typer) -> None:
     def eval_command(
         questions: Path = typer.Option(..., "--questions", help="questions.jsonl (glmcot data synth) or a GRBench file."),
         graph: Optional[Path] = typer.Option(None, "--graph", help="Graph store folder (not needed for --method base)."),
-        method: str = typer.Option("glm", help="glm, graphcot, both, base, text-rag, graph-rag; comma-separated for several."),
+        method: str = typer.Option("glm", help="glm, graphcot (faithful to the original), graphcot-repaired (stronger), both (graphcot,glm), base, text-rag, graph-rag; comma-separated for several."),
         model: Optional[str] = typer.Option(None, "--model", help="Local checkpoint or random:qwen3:<size> on the native engine."),
         llm: Optional[str] = typer.Option(None, "--llm", help="OpenAI-compatible server URL [env GLMCOT_LLM]."),
         api_model: Optional[str] = typer.Option(None, "--api-model", help="Model name on that server."),
@@ -165,7 +167,8 @@ def register(app: typer.Typer) -> None:
         limit: Optional[int] = typer.Option(None, min=1, help="Only the first N questions."),
         judge: Optional[bool] = typer.Option(None, "--judge/--no-judge", help="LLM judge (GPT4score protocol); default on unless --scripted."),
         judge_llm: Optional[str] = typer.Option(None, "--judge-llm", help="Judge server URL (default: the answering backend)."),
-        judge_model: Optional[str] = typer.Option(None, "--judge-model", help="Judge model name on that server."),
+        judge_model: Optional[str] = typer.Option(None, "--judge-model", help="Judge model name on that server (named in the report)."),
+        judge_rule: Optional[str] = typer.Option(None, "--judge-rule", help="original (GPT4score: only exactly 'Yes' scores 1) or lenient (glmcot's prompt, labelled) [default original]."),
         fresh: bool = typer.Option(False, "--fresh", help="Start over instead of resuming from the results files."),
         concurrency: Optional[int] = typer.Option(None, help="Questions in flight [default 4]."),
         price_input: Optional[float] = typer.Option(None, help="$ per million uncached prompt tokens [default 75, GPT-4.5]."),
@@ -186,7 +189,8 @@ def register(app: typer.Typer) -> None:
             choice = _backend_choice(model, llm, scripted, api_model)
             config = _config({"model": model, "llm": llm, "api_model": api_model, "concurrency": concurrency,
                               "llm_timeout": llm_timeout, "llm_retries": llm_retries,
-                              "judge_llm": judge_llm, "judge_model": judge_model, "price_input": price_input,
+                              "judge_llm": judge_llm, "judge_model": judge_model, "judge_rule": judge_rule,
+                              "price_input": price_input,
                               "price_cached_input": price_cached_input, "price_output": price_output}, config_file)
             if not choice and not config.model and not config.llm:
                 raise typer.BadParameter("give one of --model, --llm or --scripted (or set GLMCOT_MODEL / GLMCOT_LLM)")
@@ -210,9 +214,11 @@ def register(app: typer.Typer) -> None:
             if as_json:
                 _print_json(result)
 
-    @app.command("bench")
+    @app.command("bench", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
     def bench_command(
-        which: str = typer.Argument("all", help="engine, codesign, agents, graph, ablation or all."),
+        context: typer.Context,
+        which: str = typer.Argument("all", help=f"One of {', '.join(BENCHES)}. Arguments after `--` go to "
+                                                "the benchmark itself (see `python -m glmcot.benchmarks.NAME --help`)."),
         quick: bool = typer.Option(False, "--quick", help="A small run of each benchmark."),
         out: Path = typer.Option(Path("runs/bench"), "--out", help="Folder for the JSON results."),
         model: str = typer.Option("random:qwen3:small", help="Engine model for the ablation (random:qwen3:<size> or a checkpoint dir)."),
@@ -223,7 +229,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the collected results as JSON."),
         config_file: Optional[Path] = typer.Option(None, "--config", help=_CONFIG_HELP),
     ) -> None:
-        """Run the benchmarks (each prints a table and writes JSON), or the ablation.
+        """Run a benchmark (each prints a table and writes JSON), all of the main ones, or the ablation.
 
         `ablation` runs GLM with each co-design feature off in turn and Graph-CoT on an LRU
         prefix-cached engine, on the same questions.
@@ -242,7 +248,10 @@ def register(app: typer.Typer) -> None:
             config = _config({"concurrency": concurrency}, config_file)
             from glmcot.eval.bench import run_bench
 
+            if context.args and which in ("all", "ablation"):
+                raise typer.BadParameter(f"extra arguments go to one benchmark, not to {which!r}: "
+                                         f"{' '.join(context.args)}", param_hint="WHICH")
             result = run_bench(which, quick=quick, out=out, model=model, questions=questions, config=config,
-                               quiet=as_json, domains=chosen, repeats=repeats)
+                               quiet=as_json, domains=chosen, repeats=repeats, args=list(context.args))
             if as_json:
                 _print_json(result)

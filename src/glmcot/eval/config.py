@@ -36,7 +36,8 @@ class EvalConfig:
     llm_retries: int = 4                   # retries of a transient --llm failure (5 tries in all)
     model: str | None = None               # local checkpoint dir (native engine) or random:qwen3:<size>
     judge_llm: str | None = None           # judge server URL; default: the answering backend
-    judge_model: str | None = None
+    judge_model: str | None = None         # the judge's model, named in every report
+    judge_rule: str = "original"           # original: GPT4score as Graph-CoT scores; lenient: labelled
     concurrency: int = 4
     max_steps: int = 10
     top_k: int = 5                         # text-rag: node texts per question
@@ -139,6 +140,8 @@ def load_config(options: Mapping[str, Any] | None = None, config_file: Path | No
         raise ConfigError(f"llm_retries must be 0 or more, got {config.llm_retries}")
     if config.max_steps < 1:
         raise ConfigError(f"max_steps must be at least 1, got {config.max_steps}")
+    if config.judge_rule not in ("original", "lenient"):
+        raise ConfigError(f"judge_rule must be original or lenient, got {config.judge_rule!r}")
     for name in ("price_input", "price_cached_input", "price_output"):
         if getattr(config, name) < 0:
             raise ConfigError(f"{name} must not be negative")

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from glmcot.eval.metrics import as_text, exact_match, rouge_l
+from glmcot.eval.metrics import as_text, bootstrap_median, exact_match, exact_match_strict, rouge_l
 from glmcot.eval.questions import Question
 
 ROW_FORMAT = "glmcot.eval/1"
@@ -134,7 +134,8 @@ def make_row(method: str, question: Question, result: Any, wall_s: float,
         "method": method,
         "domain": question.domain,
         "level": question.level,
-        "em": exact_match(answer, question.answer),
+        "em": exact_match(answer, question.answer),  # normalised
+        "em_exact": exact_match_strict(answer, question.answer),  # eval.py's exact string equality
         "rouge_l": round(rouge_l(answer, question.answer), 6),
         "judge": None,
         "judge_reply": None,
@@ -315,7 +316,10 @@ def summarize(rows: Sequence[dict[str, Any]], wall_s: float | None = None, new: 
     return {
         "questions": n,
         "rouge_l": sum(float(r.get("rouge_l") or 0.0) for r in rows) / n,
+        # Graph-CoT's aggregation (HF evaluate's bootstrap median), seeded
+        "rouge_l_bootstrap_median": bootstrap_median([float(r.get("rouge_l") or 0.0) for r in rows]),
         "em": sum(bool(r.get("em")) for r in rows) / n,
+        "em_exact": sum(bool(r.get("em_exact")) for r in rows) / n if all("em_exact" in r for r in rows) else None,
         "em_count": sum(bool(r.get("em")) for r in rows),
         "judge_score": (sum(judged) / len(judged)) if judged else None,
         "judged": len(judged),

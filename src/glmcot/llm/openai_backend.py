@@ -231,9 +231,8 @@ class OpenAIBackend(LLMBackend):
         if extras:
             if request.session is not None:
                 body["session"] = request.session
-            priority = int(request.metadata.get("priority", 0) or 0)
-            if priority:
-                body["priority"] = priority
+            if request.priority:
+                body["priority"] = request.priority
             if request.forced_text is not None:
                 body["forced_text"] = request.forced_text
         body.update(self.extra_body)

@@ -6,7 +6,6 @@ Every dependency on those packages' constructors lives here."""
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from dataclasses import fields
 from typing import Any, Callable
@@ -108,7 +107,6 @@ def attach(runtime: Runtime) -> None:
     from glmcot.agents.context import AgentContext
     from glmcot.agents.runner import make_agent
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     config = runtime.config
     unknown = set(config.agent_options) - {f.name for f in fields(AgentConfig)}
     if unknown:

@@ -35,7 +35,8 @@ class AskRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     question: str = Field(..., min_length=1, description="The question, in natural language.")
     graph: str | None = Field(None, description="Graph name; optional when the server has one.")
-    method: Literal["glm", "graphcot"] = Field("glm", description="GLM multi-agent or Graph-CoT.")
+    method: Literal["glm", "graphcot", "graphcot-repaired"] = Field(
+        "glm", description="GLM multi-agent, Graph-CoT as the original runs it, or the repaired Graph-CoT.")
     qid: str | None = Field(None, description="Question id (the scripted policy matches by it).")
     stream: bool = Field(False, description="Answer with Server-Sent Events, one per agent step.")
     options: AskOptions = Field(default_factory=AskOptions)
@@ -64,7 +65,7 @@ class AskResponse(BaseModel):
     qid: str | None
     question: str
     graph: str
-    method: Literal["glm", "graphcot"]
+    method: Literal["glm", "graphcot", "graphcot-repaired"]
     policy: str = Field(..., description='"model", or "scripted policy" (measures the system, '
                                          "never model accuracy).")
     answer: str | None

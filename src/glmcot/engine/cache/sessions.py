@@ -14,12 +14,15 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from glmcot.contract import Level
+
 # Ended sessions remembered (a late request of one still claims P3, not P2). Bounded, oldest
 # forgotten first: a server sees an unbounded stream of session ids.
 MAX_ENDED_SESSIONS = 4096
 
 if TYPE_CHECKING:
-    from glmcot.engine.cache.block_pool import BlockPool, KVBlock
+    from glmcot.engine.cache.block import KVBlock
+    from glmcot.engine.cache.block_pool import BlockPool
     from glmcot.engine.core.request import Request
 
 
@@ -38,10 +41,10 @@ class SessionLevels:
         if session is not None:
             self.ended.pop(session, None)
 
-    def claim(self, block: "KVBlock", level: int, session: str | None) -> None:
-        if level == 2 and session is not None:
+    def claim(self, block: "KVBlock", level: Level, session: str | None) -> None:
+        if level == Level.NOTEBOOK and session is not None:
             if session in self.ended:
-                level = 3
+                level = Level.FINISHED_NOTEBOOK
             else:
                 self.holders.setdefault(block.block_id, set()).add(session)
                 self.by_session.setdefault(session, set()).add(block)
@@ -49,7 +52,7 @@ class SessionLevels:
             block.level = level
             self.pool.refile(block)
 
-    def claim_blocks(self, blocks: Iterable["KVBlock"], level: int, session: str | None) -> None:
+    def claim_blocks(self, blocks: Iterable["KVBlock"], level: Level, session: str | None) -> None:
         for block in blocks:
             self.claim(block, level, session)
 
@@ -59,11 +62,11 @@ class SessionLevels:
         done = getattr(request, "levels_tagged", 0)
         if num_cached <= done:
             return
-        carried = 4
+        carried = Level.TRANSIENT
         for i in range(num_cached - 1, -1, -1):
             if i >= done:
                 carried = min(carried, request.level_of(i * block_size, (i + 1) * block_size))
-            elif blocks[i].level < carried or (blocks[i].level == carried and carried != 2):
+            elif blocks[i].level < carried or (blocks[i].level == carried and carried != Level.NOTEBOOK):
                 break  # the older part was tagged before and is already as important
             self.claim(blocks[i], carried, request.session)
         request.levels_tagged = num_cached
@@ -82,8 +85,8 @@ class SessionLevels:
                 if holders:
                     continue
                 del self.holders[block.block_id]
-            if block.level == 2:
-                block.level = 3
+            if block.level == Level.NOTEBOOK:
+                block.level = Level.FINISHED_NOTEBOOK
                 self.pool.refile(block)
                 demoted += 1
         self.num_demoted += demoted

@@ -11,8 +11,9 @@ from typing import Any
 
 import torch
 
+from glmcot.contract import Level, Segment
 from glmcot.engine.allocator import keep_large_buffers
-from glmcot.engine.cache.eviction import make_eviction_policy
+from glmcot.engine.cache.policies import make_eviction_policy
 from glmcot.engine.cache.kv_cache_manager import KVCacheManager
 from glmcot.engine.cache.sessions import SessionLevels
 from glmcot.engine.config import EngineConfig
@@ -106,19 +107,19 @@ class LLMEngine:
         token boundaries."""
         if isinstance(prompt, str):
             ids = self.tokenizer.encode(prompt, add_special_tokens=True)
-            return ids, [SegmentSpan(0, len(ids), 4, None)]
+            return ids, [SegmentSpan(0, len(ids), Level.TRANSIENT, None)]
         items = list(prompt)
         if all(isinstance(t, int) for t in items):
             bad = [t for t in items if not 0 <= t < self.model_config.vocab_size]
             if bad:
                 raise ValueError(f"token ids out of range [0, {self.model_config.vocab_size}): {bad[:5]}")
-            return items, [SegmentSpan(0, len(items), 4, None)]
-        if all(hasattr(s, "text") and hasattr(s, "level") for s in items):
+            return items, [SegmentSpan(0, len(items), Level.TRANSIENT, None)]
+        if all(isinstance(s, Segment) for s in items):
             ids: list[int] = []
             spans = []
             for i, segment in enumerate(items):
                 part = self.tokenizer.encode(segment.text, add_special_tokens=i == 0)
-                spans.append(SegmentSpan(len(ids), len(ids) + len(part), int(segment.level), getattr(segment, "key", None)))
+                spans.append(SegmentSpan(len(ids), len(ids) + len(part), segment.level, segment.key))
                 ids.extend(part)
             return ids, spans
         raise TypeError("a prompt is a str, a list of token ids, or a list of Segment")
