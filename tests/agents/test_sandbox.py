@@ -208,7 +208,9 @@ def test_retrieval_time_counts_against_the_wall_limit(graph_dir):
             release.set()
         assert not result.ok
         assert result.error["kind"] == "timeout"
-        assert calls == ["q0"]  # cut during the first resolution: the deadline was not extended
+        # Cut during the first resolution (or before it, on a loaded machine): the deadline was
+        # not extended by the time the parent spent resolving.
+        assert calls in ([], ["q0"])
         # The pool recovers with a fresh worker.
         assert executor.run("print(1)").output == "1\n"
 
