@@ -111,3 +111,42 @@ def test_question_files(tmp_path: Path):
         load_questions(bad)
     with pytest.raises(QuestionFileError, match="not found"):
         load_questions(tmp_path / "nope.jsonl")
+
+
+def test_failure_reasons_are_kept_in_the_rows(tmp_path: Path):
+    @dataclass
+    class Failed(Result):
+        failure_detail: str | None = None
+
+    out = tmp_path / "glm.jsonl"
+    run_method("glm", _questions(1), lambda q: Failed(answer="", failure="backend_error",
+                                                      failure_detail="HTTP 404 from http://h/models"), out)
+    row = read_rows(out)[0]
+    assert row["failure"] == "backend_error" and row["error"] == "HTTP 404 from http://h/models"
+
+
+def test_ctrl_c_stops_at_once_keeps_what_is_saved_and_resume_counts_it(tmp_path: Path):
+    from glmcot.eval.runner import RunInterrupted
+
+    out = tmp_path / "glm.jsonl"
+    release = threading.Event()
+
+    def answer(question):
+        if question.qid != "q0":
+            release.wait(600)   # in flight when Ctrl-C comes: must not be waited for
+        return Result(answer=question.answer)
+
+    def interrupt(row):
+        raise KeyboardInterrupt
+
+    try:
+        with pytest.raises(RunInterrupted) as stopped:
+            run_method("glm", _questions(4), answer, out, concurrency=4, on_done=interrupt)
+        assert (stopped.value.saved, stopped.value.total) == (1, 4)
+        assert [r["qid"] for r in read_rows(out)] == ["q0"]
+    finally:
+        release.set()
+    starts = []
+    outcome = run_method("glm", _questions(4), answer, out, on_start=starts.append)
+    assert starts == [1] and outcome.skipped == 1 and outcome.new == 3
+    assert sorted(r["qid"] for r in read_rows(out)) == ["q0", "q1", "q2", "q3"]

@@ -215,7 +215,9 @@ class LexicalRetriever:
         self._folded: dict[str, str] = {}
         for node_type in graph.node_types:
             start, end = graph.type_range(node_type)
-            for index in range(start, end):
+            # an updated store (graph/merged.py) lists its live nodes, added ones included
+            indices = graph.type_indices(node_type).tolist() if hasattr(graph, "type_indices") else range(start, end)
+            for index in indices:
                 text = graph.text_at(index)
                 if not text:
                     continue

@@ -22,7 +22,7 @@ from glmcot.agents.records import QuestionResult
 from glmcot.llm import LLMBackend
 from glmcot.llm import make_backend as make_llm_backend
 
-METHODS = ("glm", "graphcot")
+METHODS = ("glm", "graphcot", "graphcot-repaired")  # graphcot: faithful to the original
 
 
 def make_backend(spec: str, *, questions: Any = None, context: AgentContext | None = None, **options: Any) -> LLMBackend:
@@ -48,6 +48,10 @@ def make_agent(method: str, backend: LLMBackend, context: AgentContext, config: 
 
         return GLMAgent(backend, context, config)
     if method == "graphcot":
+        from glmcot.agents.graphcot_faithful import FaithfulGraphCoTAgent
+
+        return FaithfulGraphCoTAgent(backend, context, config)
+    if method == "graphcot-repaired":
         from glmcot.agents.graphcot import GraphCoTAgent
 
         return GraphCoTAgent(backend, context, config)

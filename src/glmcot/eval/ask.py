@@ -120,7 +120,9 @@ def ask(question: str, graph_path: Path, method: str, config: EvalConfig, *, tra
     summary = (f"{data.get('llm_calls', 0)} LLM calls, {data.get('prompt_tokens', 0)} prompt tokens "
                f"({data.get('cached_tokens', 0)} cached), {data.get('output_tokens', 0)} output tokens, "
                f"{(data.get('latency_s') or 0):.2f} s")
+    console.print(f"[dim]{escape(summary)}[/]", highlight=False)
     if data.get("failure"):
-        summary += f", failure: {data['failure']}"
-    console.print(f"[dim]{summary}[/]", highlight=False)
+        reason = data.get("failure_detail") or ""
+        console.print(f"[bold yellow]failure:[/] {data['failure']}" + (f": {escape(str(reason))}" if reason else ""),
+                      highlight=False)
     return data

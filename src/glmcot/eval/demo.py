@@ -16,6 +16,7 @@ from typing import Any
 from glmcot.eval.config import EvalConfig
 from glmcot.eval.progress import console as make_console, progress as make_progress
 from glmcot.eval.questions import Question, load_questions
+from glmcot.eval.plots import METHOD_LABELS
 from glmcot.eval.report import (PAPER_HEADLINE, SCRIPTED_NOTICE, ablation_markdown, ablation_rich,
                                 latency_split_markdown, paper_table1_markdown, ratios, ratios_markdown, table1_markdown, table1_rich)
 from glmcot.eval.runner import Prices, run_method, summarize, write_json_atomic
@@ -95,8 +96,11 @@ def measure(method: str, questions: list[Question], dataset: Path, config: EvalC
         outcome = run_method(method, questions, answer_fn, out_file, concurrency=config.concurrency,
                              resume=False, on_done=on_done)
         stats = systems.engine_stats(backend)
+        retrieval = getattr(context, "retrieval", None)
+        retrieval_stats = dict(getattr(retrieval, "stats", None) or {})
     summary = summarize(outcome.rows, outcome.wall_s, outcome.new, prices)
     summary["engine_stats"] = stats
+    summary["retrieval_stats"] = retrieval_stats
     summary["wall_s"] = outcome.wall_s
     return summary
 
@@ -206,18 +210,22 @@ def run_demo(options: DemoOptions, config: EvalConfig) -> dict[str, Any]:
     subtitle = f"scripted policy on {options.model} (random weights), {device}: system measurement"
     figures = {"latency_split": str(plot_latency_split(rows, options.out / "fig11_latency_split.png", subtitle))}
     if ablation_rows:
-        figures["ablation"] = str(plot_ablation(ablation_rows, options.out / "fig15_ablation.png", subtitle))
+        ablation_domains = options.domains[:1]
+        ablation_subtitle = (f"{subtitle}; domain {', '.join(ablation_domains)}, "
+                             f"{len(selected[ablation_domains[0]])} questions, 1 repeat")
+        figures["ablation"] = str(plot_ablation(ablation_rows, options.out / "fig15_ablation.png", ablation_subtitle))
     result["figures"] = figures
     write_json_atomic(options.out / "results.json", result)
     (options.out / "report.md").write_text(render_report(result), encoding="utf-8")
     if not options.quiet:
-        console.print(table1_rich(rows, title=f"Table 1 view: Graph-CoT vs GLM per domain ({subtitle})"))
+        console.print(table1_rich(rows, title=f"Table 1 view: Graph-CoT (faithful to the original) vs GLM per domain ({subtitle})"))
         if ablation_rows:
             console.print(ablation_rich(ablation_rows, title="Ablation (Figure 15 view)"))
         for item in result["ratios"]:
             console.print(f"{item['domain']}: tokens/question {-(item['token_reduction'] or 0) * 100:+.1f} %, "
                           f"throughput GLM/Graph-CoT {item['throughput_speedup'] or 0:.2f}x, "
-                          f"p50 latency {-(item['latency_p50_reduction'] or 0) * 100:+.1f} % (GLM vs Graph-CoT)",
+                          f"p50 latency {-(item['latency_p50_reduction'] or 0) * 100:+.1f} % "
+                          f"(GLM vs {METHOD_LABELS.get(item.get('baseline'), item.get('baseline'))})",
                           highlight=False)
         console.print(f"[dim]{PAPER_HEADLINE}[/]")
         console.print(f"wrote {options.out / 'report.md'}, {options.out / 'results.json'}, "

@@ -6,32 +6,7 @@ import abc
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-# Priority levels of the co-design contract (DESIGN.md, "segments").
-SHARED_PROMPT = 1  # P-I: agent instructions and examples, shared by every question
-NOTEBOOK = 2  # P-II: the running session's notebook
-FINISHED_NOTEBOOK = 3  # P-III: notebooks of finished sessions (set by the engine, not by agents)
-TRANSIENT = 4  # P-IV: question, missing information, generated code
-
-
-@dataclass(frozen=True)
-class Segment:
-    """One piece of a prompt: text, a priority level 1..4 and an optional reuse key."""
-
-    text: str
-    level: int = TRANSIENT
-    key: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.level not in (1, 2, 3, 4):
-            raise ValueError(f"segment level must be 1..4, got {self.level!r}")
-        if not isinstance(self.text, str):
-            raise TypeError(f"segment text must be str, got {type(self.text).__name__}")
-
-
-def join_segments(segments: list[Segment]) -> str:
-    """The flat prompt text: segments concatenated in order, nothing added."""
-    return "".join(segment.text for segment in segments)
-
+from glmcot.contract import Segment, join_segments
 
 @dataclass
 class LLMRequest:
@@ -49,6 +24,9 @@ class LLMRequest:
     on_line: Callable[[str], None] | None = None
     top_p: float = 1.0
     seed: int | None = None
+    # Scheduling priority (lower is served first): which request runs next, not how long its KV is
+    # kept (that is the segments' levels).
+    priority: int = 0
     # Force-decode exactly this completion (the scripted policy on the native engine); backends
     # that cannot force decoding reject a request that sets it.
     forced_text: str | None = None

@@ -173,6 +173,17 @@ class Runtime:
                     pass
 
 
+WARMUP_TIMEOUT_S = 600.0   # a first step may build the CPU kernels; generous, never forever
+
+
+def warm_up(engine: Any) -> None:
+    """One tiny generation before the server reports ready, so the first user request does not
+    pay for kernel builds, allocator growth and first-call overheads (the slow first run)."""
+    from glmcot.engine import SamplingParams
+
+    engine.submit("warm up", SamplingParams(max_tokens=2, ignore_eos=True)).result(WARMUP_TIMEOUT_S)
+
+
 def build_runtime(config: ServeConfig, engine: Any = None) -> Runtime:
     """Opens the graphs, starts the engine (or uses `engine`, which the caller then owns) or
     connects the upstream, and prepares the agents. Cleans up if any part fails."""
@@ -187,6 +198,8 @@ def build_runtime(config: ServeConfig, engine: Any = None) -> Runtime:
 
             runtime.engine = AsyncEngine(EngineConfig(model=config.model,
                                                       **config.engine_options))
+            if config.warmup:
+                warm_up(runtime.engine)
         if runtime.engine is not None:
             runtime.bridge = EngineBridge(runtime.engine)
         if config.graphs:
