@@ -13,7 +13,7 @@ then runs snippets one at a time:
   keys or tokens: the parent passes only what Python needs) and, once the graph is open, no new
   processes or threads (RLIMIT_NPROC 0; not enforced for root), no file writes (RLIMIT_FSIZE 0,
   SIGXFSZ ignored so a write fails with an error), no core dumps, and few file descriptors
-  (RLIMIT_NOFILE: those open now plus the store's files and a little headroom);
+  (RLIMIT_NOFILE: those open now, two per store file and a little headroom);
 - RetrieveNode asks the parent over the pipe, so every worker shares the parent's global
   RetrieveNode cache and the pipelined prefetch.
 The parent kills the process on wall-time overrun; a killed worker is replaced.
@@ -182,8 +182,9 @@ def apply_process_limits(graph_dir: str) -> None:
         _lower_limit(resource.RLIMIT_NPROC, 0)
     highest = _highest_fd()
     if highest is not None:
-        # Feature columns are opened on first use and keep their blob's descriptor open.
-        _lower_limit(resource.RLIMIT_NOFILE, highest + 1 + _files_under(graph_dir) + 32)
+        # Feature columns are opened on first use, and each mapped store file can hold two
+        # descriptors (the open file and the one mmap duplicates).
+        _lower_limit(resource.RLIMIT_NOFILE, highest + 1 + 2 * _files_under(graph_dir) + 32)
 
 
 def set_cpu_budget(seconds: float) -> None:
