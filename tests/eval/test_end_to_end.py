@@ -18,7 +18,7 @@ def cache_env(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def dblp(cache_env):
-    from glmcot.eval.demo import DEMO_SCALE, DEMO_SEED, ensure_dataset
+    from glmcot.eval.workload import DEMO_SCALE, DEMO_SEED, ensure_dataset
 
     return ensure_dataset("dblp", DEMO_SCALE, DEMO_SEED, Path(cache_env["GLMCOT_CACHE"]))
 

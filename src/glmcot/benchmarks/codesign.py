@@ -282,7 +282,7 @@ def record_traces(per_domain: int, domains: list[str], folder: Path, console) ->
     MiniLM retrieval and the sandbox as in `glmcot eval`, and records its question traces."""
     from glmcot.agents import AgentConfig, AgentContext, make_backend, run_questions
     from glmcot.eval.config import default_cache_dir
-    from glmcot.eval.demo import DEMO_SCALE, DEMO_SEED, ensure_dataset, pick_questions
+    from glmcot.eval.workload import DEMO_SCALE, DEMO_SEED, ensure_dataset, pick_questions
     from glmcot.data.questions import read_questions
 
     paths = []

@@ -142,7 +142,7 @@ def run_ablation(datasets: dict[str, Path], questions: dict[str, list[QuestionRe
     repeats pooled: throughput = questions / summed wall time). With repeats > 1 the variant order
     alternates (forward, backward, ...) so slow drift of a shared machine hits every variant alike.
     A variant whose switch this engine lacks is listed as unavailable instead of run."""
-    from glmcot.eval.demo import measure
+    from glmcot.eval.workload import measure
     from glmcot.eval.runner import read_rows
 
     console = make_console(quiet)
@@ -215,12 +215,12 @@ def run_ablation_command(*, out: Path, model: str, questions: int | None, quick:
     """`glmcot bench ablation`: synthetic domains (cached), the same questions for every variant."""
     from datetime import datetime, timezone
 
-    from glmcot.eval.demo import DEMO_SCALE, DEMO_SEED, ensure_dataset, pick_questions
+    from glmcot.eval.workload import DEMO_SCALE, DEMO_SEED, ensure_dataset, pick_questions
     from glmcot.eval.plots import plot_ablation
     from glmcot.data.questions import read_questions
     from glmcot.eval.report import SCRIPTED_NOTICE, ablation_markdown, ablation_rich
 
-    from glmcot.eval.demo import quiet_libraries
+    from glmcot.eval.workload import quiet_libraries
 
     console = make_console(quiet)
     quiet_libraries()

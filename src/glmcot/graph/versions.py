@@ -275,4 +275,6 @@ def _live_indices(graph: Graph, node_type: str) -> np.ndarray:
     return np.arange(start, stop, dtype=np.int64)
 
 
+Graph.open_committed_version = staticmethod(open_version)
+
 __all__ = ["open_version", "apply_update", "compact", "write_merged", "VersionInfo", "UpdateResult", "CURRENT"]

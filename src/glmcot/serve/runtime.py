@@ -1,7 +1,7 @@
 """What the server runs on: the engine, the LLM backend, the graphs and the agents.
 
 Built once at start-up from a `ServeConfig`; owned by the app (``app.state.serve.runtime``) and
-closed on shutdown. Heavy imports (torch, faiss) happen here, inside `build_runtime`.
+closed on shutdown; `glmcot.serve.startup.build_runtime` assembles one.
 """
 
 from __future__ import annotations
@@ -163,42 +163,3 @@ class Runtime:
                     closer()
                 except Exception:
                     pass
-
-
-WARMUP_TIMEOUT_S = 600.0   # a first step may build the CPU kernels; generous, never forever
-
-
-def warm_up(engine: Any) -> None:
-    """One tiny generation before the server reports ready, so the first user request does not
-    pay for kernel builds, allocator growth and first-call overheads (the slow first run)."""
-    from glmcot.engine import SamplingParams
-
-    engine.submit("warm up", SamplingParams(max_tokens=2, ignore_eos=True)).result(WARMUP_TIMEOUT_S)
-
-
-def build_runtime(config: ServeConfig, engine: Any = None) -> Runtime:
-    """Opens the graphs, starts the engine (or uses `engine`, which the caller then owns) or
-    connects the upstream, and prepares the agents. Cleans up if any part fails."""
-    runtime = Runtime(config=config, owns_engine=engine is None)
-    try:
-        if config.scripted is not None:
-            runtime.scripted_by_qid, runtime.scripted_by_text = load_scripted(config.scripted)
-        if engine is not None:
-            runtime.engine = engine
-        elif config.model is not None:
-            from glmcot.engine import AsyncEngine, EngineConfig
-
-            runtime.engine = AsyncEngine(EngineConfig(model=config.model,
-                                                      **config.engine_options))
-            if config.warmup:
-                warm_up(runtime.engine)
-        if runtime.engine is not None:
-            runtime.bridge = EngineBridge(runtime.engine)
-        if config.graphs:
-            from glmcot.serve import agents_glue
-
-            agents_glue.attach(runtime)
-    except BaseException:
-        runtime.close()
-        raise
-    return runtime
