@@ -478,3 +478,11 @@ class Graph:
             "warnings": self.warnings,
         }
 
+
+def store_directory(path: str | os.PathLike) -> Path:
+    """A store directory as given, or the store inside a dataset folder (`glmcot data synth`
+    writes one under graph/): every command that takes a graph accepts both."""
+    path = Path(path)
+    if (path / "graph").is_dir() and not (path / "manifest.json").exists() and not (path / "CURRENT.json").exists():
+        return path / "graph"
+    return path
