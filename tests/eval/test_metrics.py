@@ -44,3 +44,77 @@ def test_judge_prompt_comes_from_package_data():
     assert "{question}" not in user and system
     _, empty = render_judge("Q?", None, "A")
     assert "(empty)" in empty
+
+
+# ---- the original's scoring (Graph-CoT eval.py), against a straight re-implementation -----------------
+def original_gpt4score(replies):
+    """eval.py's rule: 1 for a reply of exactly "Yes", else 0; every reply in the denominator."""
+    return sum(1 if reply == "Yes" else 0 for reply in replies) / len(replies)
+
+
+def test_exact_em_is_string_equality_beside_the_normalised_one():
+    from glmcot.eval.metrics import exact_match_strict
+
+    assert exact_match_strict("Ada Park", "Ada Park") and not exact_match_strict("ada park", "Ada Park")
+    assert exact_match("ada park.", "Ada Park") and not exact_match_strict("ada park.", "Ada Park")
+    assert exact_match_strict(None, "") and exact_match_strict(1951, "1951")
+
+
+def test_bootstrap_median_matches_rouge_score_aggregation_closely():
+    import numpy as np
+    from rouge_score import scoring
+
+    from glmcot.eval.metrics import bootstrap_median
+
+    generator = np.random.default_rng(3)
+    values = generator.random(200).tolist()
+    aggregator = scoring.BootstrapAggregator(n_samples=1000)
+    for value in values:
+        aggregator.add_scores({"rougeL": scoring.Score(value, value, value)})
+    reference = aggregator.aggregate()["rougeL"].mid.fmeasure
+    ours = bootstrap_median(values)
+    assert abs(ours - reference) < 0.01 and abs(ours - float(np.mean(values))) < 0.01
+    assert bootstrap_median(values, seed=1) == bootstrap_median(values, seed=1)
+    assert bootstrap_median([]) == 0.0
+
+
+@pytest.mark.parametrize("replies", [["Yes", "No", "yes", "Yes.", "Maybe", ""], ["Yes"] * 3, ["No", " Yes "]])
+def test_original_judge_rule_keeps_every_reply_in_the_denominator(replies):
+    from glmcot.eval.metrics import judge
+    from glmcot.llm import LLMBackend, LLMResponse
+
+    class Replies(LLMBackend):
+        label = "canned judge"
+
+        def __init__(self):
+            self.left, self.requests = list(replies), []
+
+        def complete(self, request):
+            self.requests.append(request)
+            return LLMResponse(self.left.pop(0), 5, 0, 1, 0.0)
+
+    backend = Replies()
+    verdicts = [judge(backend, "Q?", "Ann", "Ann", rule="original")[0] for _ in replies]
+    assert None not in verdicts
+    # surrounding whitespace aside (a completions reply may carry it), exactly eval.py's rule
+    assert sum(verdicts) / len(verdicts) == original_gpt4score([reply.strip() for reply in replies])
+    prompt = backend.requests[0].prompt
+    assert prompt == ("You are a generative language model evaluator.\n\nQuestion:Q? \nModel prediction: Ann \n"
+                      "Ground truth: Ann. \nPlease help me judge if the model prediction is correct or not given the "
+                      "question and ground truth answer. Please use one word (Yes or No) to answer. Do not explain.")
+
+
+def test_lenient_judge_is_an_option_and_leaves_unreadable_replies_out():
+    from glmcot.eval.metrics import judge
+    from glmcot.llm import LLMBackend, LLMResponse
+
+    class Reply(LLMBackend):
+        label = "canned judge"
+
+        def complete(self, request):
+            return LLMResponse("Maybe so", 5, 0, 1, 0.0)
+
+    assert judge(Reply(), "Q?", "a", "a", rule="lenient")[0] is None
+    assert judge(Reply(), "Q?", "a", "a", rule="original")[0] is False
+    with pytest.raises(ValueError, match="unknown judge rule"):
+        judge(Reply(), "Q?", "a", "a", rule="kind")

@@ -28,7 +28,7 @@ def test_ratios_compare_glm_to_graphcot_per_domain():
 
 def test_table1_markdown_and_rich():
     text = table1_markdown(_rows())
-    assert "| dblp | Graph-CoT | 20,000 | 10.0 | 10.00 | 20.00 | 0.10 | 30.0% | 3/4 |" in text
+    assert "| dblp | Graph-CoT (faithful) | 20,000 | 10.0 | 10.00 | 20.00 | 0.10 | 30.0% | 3/4 |" in text
     assert "| amazon | GLM | 1,000 | 2.5 |" in text
     table = table1_rich(_rows())
     assert table.row_count == 4
@@ -49,4 +49,46 @@ def test_plots_are_written_at_laptop_size(tmp_path: Path):
                  "latency_p50_s": 4.0, "cache_hit_rate": 0.2, "tokens_per_question": 9000, "throughput_vs_full": 0.25}]
     width, height = _png_size(plot_ablation(ablation, tmp_path / "f15.png"))
     assert 900 <= width <= 1600 and 300 <= height <= 1200
-    assert "| Graph-CoT, LRU prefix cache | 0.50 | 4.00 |" in ablation_markdown(ablation)
+    assert "| Graph-CoT, LRU prefix cache | 0.50 | - | 4.00 |" in ablation_markdown(ablation)
+
+
+def test_ratios_are_reported_for_both_baselines_and_labelled():
+    from glmcot.eval.report import ratios_markdown
+
+    rows = _rows() + [dict(r, method="graphcot-repaired", tokens_per_question=10000) for r in _rows()
+                      if r["method"] == "graphcot"]
+    items = ratios(rows)
+    assert [(i["domain"], i["baseline"]) for i in items] == [
+        ("dblp", "graphcot"), ("amazon", "graphcot"), ("dblp", "graphcot-repaired"), ("amazon", "graphcot-repaired")]
+    assert items[2]["token_reduction"] == 0.9
+    text = ratios_markdown(items)
+    assert "| dblp | Graph-CoT (faithful) | -95.0 % |" in text and "| dblp | Graph-CoT (repaired) | -90.0 % |" in text
+
+
+def test_ablation_shows_the_counter_that_proves_each_feature_acted(tmp_path: Path):
+    from glmcot.eval.ablation import add_counters, evidence
+    from glmcot.eval.report import ablation_rich
+
+    full_counters: dict = {}
+    add_counters(full_counters, {"evictions": 12, "evictions_p1": 0, "evictions_p2": 0, "evictions_p3": 4,
+                                 "evictions_p4": 8, "chunk_hits_tokens": 0, "eviction_policy": "glm"},
+                 {"cache_hits": 3, "prefetch_hits": 2, "prefetches": 5})
+    rows = [
+        {"variant": "glm", "label": "GLM (all features)", "method": "glm", "full": True, "throughput_qps": 2.0,
+         "counters": full_counters, "throughput_by_repeat": [1.8, 2.2]},
+        {"variant": "no-vertex-reuse", "label": "GLM without vertex reuse", "method": "glm", "throughput_qps": 2.1,
+         "counters": {"chunk_hits_tokens": 0}},
+        {"variant": "no-priority-eviction", "label": "GLM without priority eviction (LRU)", "method": "glm",
+         "throughput_qps": 1.5, "counters": {"evictions": 20}},
+        {"variant": "no-retrieve-cache", "label": "GLM without RetrieveNode cache", "method": "glm",
+         "throughput_qps": 1.9, "counters": {"cache_hits": 0}},
+    ]
+    evidence(rows)
+    text = ablation_markdown(rows)
+    assert "evictions P1-P4 0/0/4/8, chunk hits 0 tok, prefetch hits 2, RetrieveNode cache hits 3" in text
+    assert "| 1.80-2.20 |" in text
+    assert "not exercised (chunk_hits_tokens 0 in the full run)" in text
+    assert "evictions: 12 full, 20 here" in text and "cache_hits: 3 full, 0 here" in text
+    assert rows[1]["feature"]["exercised"] is False and rows[2]["feature"]["exercised"] is True
+    assert ablation_rich(rows).row_count == 4
+    _png_size(plot_ablation(rows, tmp_path / "f15.png", "dblp, 3 questions, 2 repeats"))

@@ -50,7 +50,10 @@ def test_import_round_trip(tmp_path):
     assert graph.feature("p2", "keywords") == []
     assert graph.feature("a1", "name") == "Zoë Ångström"
     assert graph.neighbors(paper, "author") == ["a1", "a2"]
-    assert graph.neighbors(paper, "reference") == ["p2"]  # the dangling id is dropped
+    # the dangling id stays where the file lists it, as Graph-CoT lists and counts it
+    assert graph.neighbors(paper, "reference") == ["p-missing", "p2"]
+    assert graph.degree(paper, "reference") == 2 and graph.dangling_count_at(graph.index(paper), "reference") == 1
+    assert graph.num_dangling == 1 and not graph.has_node("p-missing")
     assert graph.neighbors("pub_7", "paper") == [paper, "p2"]
     assert graph.relation_names("paper") == ["author", "venue", "reference", "cited_by"]
     assert graph.num_edges == report.edges == 3 + 2 + 1 + 1 + 3 + 2
@@ -126,7 +129,10 @@ def test_numeric_ids_features_and_dotted_keys(tmp_path):
     assert graph.feature("21366268", "is_ebook") is False
     assert graph.feature("21366268", "meta") == {"a": [1, 2]}
     assert graph.feature("21366269", "price") == 4 and graph.feature("21366268", "price") == 3.5
-    assert not graph.has_feature_at(graph.index("21366269"), "num_pages")
+    # a null feature exists with the value None, as json.load gives it to Graph-CoT
+    assert graph.has_feature_at(graph.index("21366269"), "num_pages")
+    assert graph.feature("21366269", "num_pages") is None
+    assert not graph.has_feature_at(graph.index("21366269"), "is_ebook")
     assert graph.node_type("o1") == "odd.type" and graph.neighbors("o1", "book") == ["21366268"]
 
 
@@ -180,7 +186,7 @@ def test_neighbour_resolution_survives_hash_collisions(tmp_path, monkeypatch):
                            "zz": {"features": {}, "neighbors": {}}}}
     report = import_graph_json(write(tmp_path, payload), tmp_path / "store")
     assert report.dangling_neighbors == 1
-    assert Graph.open(tmp_path / "store").neighbors("x", "r") == ["y", "zz", "x"]
+    assert Graph.open(tmp_path / "store").neighbors("x", "r") == ["y", "zz", "nope", "x"]
     payload["m_nodes"] = {"x": {"features": {}, "neighbors": {}}}
     with pytest.raises(GraphFormatError, match="duplicate node id 'x' in types 'n' and 'm'"):
         import_graph_json(write(tmp_path, payload, "dup.json"), tmp_path / "dup")

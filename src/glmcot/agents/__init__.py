@@ -8,7 +8,8 @@ from __future__ import annotations
 
 _EXPORTS = {
     "GLMAgent": "glmcot.agents.glm",
-    "GraphCoTAgent": "glmcot.agents.graphcot",
+    "GraphCoTAgent": "glmcot.agents.graphcot",  # the repaired baseline (graphcot-repaired)
+    "FaithfulGraphCoTAgent": "glmcot.agents.graphcot_faithful",  # the faithful one (graphcot)
     "AgentConfig": "glmcot.agents.config",
     "QuestionResult": "glmcot.agents.records",
     "AgentContext": "glmcot.agents.context",

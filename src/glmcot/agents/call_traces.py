@@ -1,7 +1,7 @@
 """Recorded question traces as per-session call sequences, for replaying a real agent workload
-through an engine (benchmarks/codesign.py --traces).
+through an engine (glmcot.benchmarks.codesign --traces).
 
-A traces file (`run_questions(..., traces=...)`, `benchmarks/agents.py --traces`) holds one question per line; its
+A traces file (`run_questions(..., traces=...)`, `glmcot.benchmarks.agents --traces`) holds one question per line; its
 "llm" events list each call's segments, with the shared agent prompts (P-I) named by
 `agent/domain@hash` instead of repeated. Loading rebuilds those texts from the package prompts and
 checks every rebuilt prompt against the recorded prompt hash, so a replay sends exactly what the
@@ -68,6 +68,10 @@ class PromptResolver:
             prompts = load_prompts(None if domain == "default" else domain, graphcot_examples=examples)
             for attribute in ("classify", "classify_plan", "reason", "act", "graphcot"):
                 self._texts.setdefault(prompts.name(attribute), getattr(prompts, attribute))
+            from glmcot.agents.graphcot_faithful import domain_prompt  # the faithful Graph-CoT's prompt
+
+            faithful = domain_prompt(prompts, zero_shot=not examples)
+            self._texts.setdefault(faithful.name, faithful.shared)
 
 
 def _session(record: dict, resolver: PromptResolver, where: str) -> RecordedSession:

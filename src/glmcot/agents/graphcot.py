@@ -1,8 +1,11 @@
-"""The Graph-CoT baseline as the original runs it (grbench.md §2-3): one agent, a ReAct loop of
-Thought and Action as two LLM calls per step over the whole growing prompt, bracket actions,
-newline stops, the original observation sentences, `graphcot_max_steps` steps and a prompt cap of
-`graphcot_token_cap` tokens (Qwen tokenizer). A halted question answers '' with failure
-"step_limit". Same backends and traces as GLM."""
+"""The repaired Graph-CoT baseline (method ``graphcot-repaired``): the original's loop (a ReAct
+loop of Thought and Action as two LLM calls per step over the whole growing prompt, bracket
+actions, newline stops, `graphcot_max_steps` steps, a prompt cap of `graphcot_token_cap` Qwen
+tokens; a halted question answers '' with failure "step_limit") with fixes that make it stronger
+than the original: lenient action parsing, `<think>` blocks stripped, Finish taken first and
+verbatim, one merged "does not exist" sentence and argument errors that say what is expected,
+our own shorter prompt. Label it as repaired wherever it is reported; the faithful one, to
+compare with published numbers, is ``graphcot`` (agents/graphcot_faithful.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from glmcot.agents.config import AgentConfig
 from glmcot.agents.context import AgentContext
 from glmcot.agents.records import QuestionResult
 from glmcot.graph.graphcot import INVALID_ACTION, GraphCoTObserver
-from glmcot.llm import NOTEBOOK, SHARED_PROMPT, LLMBackend, LLMError, Segment
+from glmcot.llm import Level, LLMBackend, LLMError, Segment
 from glmcot.llm import formats
 from glmcot.llm.tokens import TokenCounter, qwen_counter
 
@@ -36,7 +39,9 @@ def observe(observer: GraphCoTObserver, action: formats.Action) -> str:
 
 
 class GraphCoTAgent:
-    method = "graphcot"
+    """The repaired Graph-CoT baseline."""
+
+    method = "graphcot-repaired"
 
     def __init__(self, backend: LLMBackend, context: AgentContext, config: AgentConfig | None = None, counter: TokenCounter | None = None):
         self.backend = backend
@@ -58,8 +63,8 @@ class GraphCoTAgent:
                 timer["seconds"] += time.perf_counter() - started
 
         observer = GraphCoTObserver(self.context.graph, retriever=_ResolveAsRetriever(resolve))
-        head = Segment(self.prompts.graphcot, SHARED_PROMPT)
-        opening = self.prompts.graphcot_question.format(question=question).rstrip("\n")
+        head = Segment(self.prompts.graphcot, Level.SHARED_PROMPT)
+        opening = self.prompts.graphcot_question.format(question=run.question).rstrip("\n")
         scratchpad = ""
         config = self.config
         try:
@@ -67,14 +72,14 @@ class GraphCoTAgent:
                 if self.counter.count(head.text + opening + scratchpad) > config.graphcot_token_cap:
                     raise QuestionFailed("step_limit", f"the prompt passed {config.graphcot_token_cap} tokens at step {step}")
                 response = run.call(
-                    "graphcot-thought", [head, Segment(opening + scratchpad + f"\nThought {step}:", NOTEBOOK)],
+                    "graphcot-thought", [head, Segment(opening + scratchpad + f"\nThought {step}:", Level.NOTEBOOK)],
                     max_tokens=config.graphcot_max_tokens, stop=formats.GRAPHCOT_STOP, step=step - 1,
                     temperature=config.temperature,
                 )
                 thought = formats.clean_step_text(response.text, "Thought", step)
                 scratchpad += f"\nThought {step}: {thought}"
                 response = run.call(
-                    "graphcot-action", [head, Segment(opening + scratchpad + f"\nAction {step}:", NOTEBOOK)],
+                    "graphcot-action", [head, Segment(opening + scratchpad + f"\nAction {step}:", Level.NOTEBOOK)],
                     max_tokens=config.graphcot_max_tokens, stop=formats.GRAPHCOT_STOP, step=step - 1,
                     temperature=config.temperature,
                 )

@@ -64,6 +64,12 @@ def describe_graph(graph) -> str:
     return " ".join(parts)
 
 
+def graphcot_traces(domain: str | None) -> list[str]:
+    """The Graph-CoT worked traces of a domain (prompts/graphcot.yaml), one string each."""
+    examples = _examples(_load("graphcot"), domain)
+    return [trace.strip("\n") for trace in re.split(r"\n\s*\n", examples) if trace.strip()]
+
+
 def _examples(data: dict, domain: str | None) -> str:
     examples = data.get("examples") or {}
     key = domain if domain in examples else "default"
@@ -105,6 +111,10 @@ def load_prompts(domain: str | None = None, graph=None, *, graphcot_examples: bo
     for agent in AGENTS:
         data = _load(agent)
         examples = _examples(data, canonical)
+        if agent == "act" and graph is not None and canonical not in (data.get("examples") or {}):
+            from glmcot.agents.schema_examples import schema_examples
+
+            examples = schema_examples(graph) or examples  # the graph's own names, not GRBench's
         fields = {"graph": definition, "examples": examples}
         if agent == "graphcot":
             # The original repeats the graph definition before every worked trace.

@@ -13,7 +13,7 @@ from typing import Any
 
 from glmcot.eval.config import EvalConfig
 from glmcot.eval.progress import console as make_console, progress as make_progress
-from glmcot.eval.questions import Question
+from glmcot.data.questions import QuestionRecord
 from glmcot.eval.runner import Prices, summarize, write_json_atomic
 
 
@@ -42,6 +42,41 @@ VARIANTS = (
     Variant("graphcot-lru", "Graph-CoT, LRU prefix cache", "graphcot", VLLM_LIKE_ENGINE),
 )
 
+# The counter that proves each switched-off feature acted in the full GLM run: a variant whose
+# feature never acted there measures noise, and its row says "not exercised".
+FEATURE_COUNTERS = {
+    "no-vertex-reuse": ("vertex reuse", "chunk_hits_tokens"),
+    "no-priority-eviction": ("priority eviction", "evictions"),
+    "no-pipelining": ("pipelining", "prefetch_hits"),
+    "no-retrieve-cache": ("RetrieveNode cache", "cache_hits"),
+}
+COUNTERS = ("evictions", "evictions_p1", "evictions_p2", "evictions_p3", "evictions_p4", "chunk_hits_tokens",
+            "prefix_hits_tokens", "prefetches", "prefetch_hits", "cache_hits")
+
+
+def add_counters(total: dict[str, int], *sources: dict[str, Any] | None) -> None:
+    """Sums the evidence counters of one run (engine and RetrieveNode service) into ``total``."""
+    for source in sources:
+        for key in COUNTERS:
+            value = (source or {}).get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                total[key] = total.get(key, 0) + int(value)
+
+
+def evidence(rows: list[dict[str, Any]]) -> None:
+    """Adds to each row the counter of the feature it switches off, in the full run and in its own,
+    and whether that feature was exercised at all (its counter above zero in the full run)."""
+    full = next((r for r in rows if r.get("full")), None)
+    for row in rows:
+        named = FEATURE_COUNTERS.get(row.get("variant"))
+        if named is None or full is None or row.get("unavailable"):
+            continue
+        feature, key = named
+        in_full = int((full.get("counters") or {}).get(key, 0))
+        row["feature"] = {"name": feature, "counter": key, "full": in_full,
+                          "variant": int((row.get("counters") or {}).get(key, 0)), "exercised": in_full > 0}
+
+
 # A KV pool small enough that eviction matters with several questions in flight (the paper's
 # priority-eviction gains are under memory pressure).
 ABLATION_KV_TOKENS = 8192
@@ -56,7 +91,7 @@ def engine_support() -> tuple[set[str], set[str]]:
 
     fields = {f.name for f in dataclasses.fields(EngineConfig)}
     try:
-        from glmcot.engine.cache.eviction import POLICIES
+        from glmcot.engine.cache.policies import POLICIES
 
         policies = set(POLICIES)
     except ImportError:
@@ -99,7 +134,7 @@ def effective_engine(engine: dict[str, Any]) -> tuple:
     return tuple((k, engine.get(k, getattr(defaults, k))) for k in keys)
 
 
-def run_ablation(datasets: dict[str, Path], questions: dict[str, list[Question]], config: EvalConfig,
+def run_ablation(datasets: dict[str, Path], questions: dict[str, list[QuestionRecord]], config: EvalConfig,
                  out: Path, *, quiet: bool = False, prices: Prices | None = None,
                  kv_cache_tokens: int | None = ABLATION_KV_TOKENS, repeats: int = 1,
                  variants: tuple[Variant, ...] = VARIANTS) -> list[dict[str, Any]]:
@@ -128,6 +163,9 @@ def run_ablation(datasets: dict[str, Path], questions: dict[str, list[Question]]
     pooled_rows: dict[str, list[dict[str, Any]]] = {v.name: [] for v, *_ in plans}
     walls: dict[str, float] = {v.name: 0.0 for v, *_ in plans}
     stats: dict[str, dict[str, Any]] = {v.name: {} for v, *_ in plans}
+    counters: dict[str, dict[str, int]] = {v.name: {} for v, *_ in plans}
+    repeat_walls: dict[str, list[float]] = {v.name: [0.0] * repeats for v, *_ in plans}
+    repeat_counts: dict[str, list[int]] = {v.name: [0] * repeats for v, *_ in plans}
     with make_progress(quiet) as bar:
         tasks = {v.name: bar.add_task(f"ablation: {v.label}", total=per_variant) for v, *_ in plans}
         for repeat in range(repeats):
@@ -142,7 +180,10 @@ def run_ablation(datasets: dict[str, Path], questions: dict[str, list[Question]]
                                       engine=engine_options, agent=agent, retrieve_cache=variant.retrieve_cache,
                                       prices=prices, on_done=lambda _r, t=tasks[variant.name]: bar.advance(t))
                     stats[variant.name][f"{domain}#{repeat}"] = summary.get("engine_stats")
+                    add_counters(counters[variant.name], summary.get("engine_stats"), summary.get("retrieval_stats"))
                     walls[variant.name] += summary["wall_s"]
+                    repeat_walls[variant.name][repeat] += summary["wall_s"]
+                    repeat_counts[variant.name][repeat] += len(questions[domain])
                     pooled_rows[variant.name] += read_rows(path)
     rows: list[dict[str, Any]] = []
     planned = {v.name: (engine, agent, missing) for v, engine, agent, missing in plans}
@@ -157,7 +198,11 @@ def run_ablation(datasets: dict[str, Path], questions: dict[str, list[Question]]
                      "full": variant.full, "engine": engine, "agent": agent,
                      "retrieve_cache": variant.retrieve_cache, "not_in_this_engine": missing,
                      "domains": list(datasets), "repeats": repeats, **pooled,
-                     "engine_stats": stats[variant.name]})
+                     "engine_stats": stats[variant.name], "counters": counters[variant.name],
+                     # throughput of each repeat: the spread the figure shows
+                     "throughput_by_repeat": [count / wall if wall else None for count, wall in
+                                              zip(repeat_counts[variant.name], repeat_walls[variant.name])]})
+    evidence(rows)
     full = next((r for r in rows if r.get("full")), None)
     for row in rows:
         if full and full.get("throughput_qps") and row.get("throughput_qps"):
@@ -172,7 +217,7 @@ def run_ablation_command(*, out: Path, model: str, questions: int | None, quick:
 
     from glmcot.eval.demo import DEMO_SCALE, DEMO_SEED, ensure_dataset, pick_questions
     from glmcot.eval.plots import plot_ablation
-    from glmcot.eval.questions import load_questions
+    from glmcot.data.questions import read_questions
     from glmcot.eval.report import SCRIPTED_NOTICE, ablation_markdown, ablation_rich
 
     from glmcot.eval.demo import quiet_libraries
@@ -184,11 +229,12 @@ def run_ablation_command(*, out: Path, model: str, questions: int | None, quick:
     domains = domains or (["dblp", "amazon"] if quick else ["dblp", "amazon", "goodreads", "biomedical", "legal"])
     per_domain = questions or (3 if quick else 8)
     datasets = {d: ensure_dataset(d, DEMO_SCALE, DEMO_SEED, config.cache_dir) for d in domains}
-    chosen = {d: pick_questions(load_questions(p / "questions.jsonl"), per_domain) for d, p in datasets.items()}
+    chosen = {d: pick_questions(read_questions(p / "questions.jsonl"), per_domain) for d, p in datasets.items()}
     started = time.perf_counter()
     rows = run_ablation(datasets, chosen, config, out / "ablation", quiet=quiet, repeats=repeats,
                         prices=Prices(config.price_input, config.price_cached_input, config.price_output))
-    subtitle = f"scripted policy on {model} (random weights): system measurement"
+    subtitle = (f"scripted policy on {model} (random weights): system measurement; domains {', '.join(domains)}, "
+                f"{per_domain} questions each, {repeats} repeat{'s' if repeats != 1 else ''}")
     figure = plot_ablation(rows, out / "fig15_ablation.png", subtitle)
     result = {"format": "glmcot.ablation/1", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "notice": SCRIPTED_NOTICE, "model": model, "domains": domains, "questions_per_domain": per_domain,

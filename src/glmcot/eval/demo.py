@@ -15,7 +15,8 @@ from typing import Any
 
 from glmcot.eval.config import EvalConfig
 from glmcot.eval.progress import console as make_console, progress as make_progress
-from glmcot.eval.questions import Question, load_questions
+from glmcot.data.questions import QuestionRecord, read_questions
+from glmcot.eval.plots import METHOD_LABELS
 from glmcot.eval.report import (PAPER_HEADLINE, SCRIPTED_NOTICE, ablation_markdown, ablation_rich,
                                 latency_split_markdown, paper_table1_markdown, ratios, ratios_markdown, table1_markdown, table1_rich)
 from glmcot.eval.runner import Prices, run_method, summarize, write_json_atomic
@@ -62,13 +63,13 @@ def ensure_dataset(domain: str, scale: str, seed: int, cache_dir: Path) -> Path:
     return folder
 
 
-def pick_questions(questions: list[Question], n: int) -> list[Question]:
+def pick_questions(questions: list[QuestionRecord], n: int) -> list[QuestionRecord]:
     """n questions spread over templates (round robin in file order), with gold plans."""
-    usable = [q for q in questions if (q.record.get("plan") or {}).get("glm") and (q.record.get("plan") or {}).get("graphcot")]
-    by_template: dict[str, list[Question]] = {}
+    usable = [q for q in questions if q.plan is not None and q.plan.glm and q.plan.graphcot]
+    by_template: dict[str, list[QuestionRecord]] = {}
     for q in usable:
-        by_template.setdefault(str(q.record.get("template")), []).append(q)
-    picked: list[Question] = []
+        by_template.setdefault(q.template, []).append(q)
+    picked: list[QuestionRecord] = []
     while len(picked) < n and any(by_template.values()):
         for bucket in by_template.values():
             if bucket and len(picked) < n:
@@ -78,14 +79,14 @@ def pick_questions(questions: list[Question], n: int) -> list[Question]:
 
 # ---- running -------------------------------------------------------------------------------------
 
-def measure(method: str, questions: list[Question], dataset: Path, config: EvalConfig, out_file: Path,
+def measure(method: str, questions: list[QuestionRecord], dataset: Path, config: EvalConfig, out_file: Path,
             engine: dict[str, Any] | None = None, agent: dict[str, Any] | None = None,
             retrieve_cache: bool = True, on_done=None, prices: Prices | None = None) -> dict[str, Any]:
     """One method on one domain's questions with a fresh engine and a fresh agent context (cold
     caches), after one warm-up request; the summary plus the engine's counters."""
     from glmcot.eval import systems
 
-    records = [q.record for q in questions]
+    records = list(questions)
     with systems.agent_context(dataset, config) as context, \
             systems.answer_backend(config, scripted_questions=records, context=context, engine=engine) as backend:
         if not retrieve_cache:
@@ -95,8 +96,11 @@ def measure(method: str, questions: list[Question], dataset: Path, config: EvalC
         outcome = run_method(method, questions, answer_fn, out_file, concurrency=config.concurrency,
                              resume=False, on_done=on_done)
         stats = systems.engine_stats(backend)
+        retrieval = getattr(context, "retrieval", None)
+        retrieval_stats = dict(getattr(retrieval, "stats", None) or {})
     summary = summarize(outcome.rows, outcome.wall_s, outcome.new, prices)
     summary["engine_stats"] = stats
+    summary["retrieval_stats"] = retrieval_stats
     summary["wall_s"] = outcome.wall_s
     return summary
 
@@ -148,12 +152,12 @@ def run_demo(options: DemoOptions, config: EvalConfig) -> dict[str, Any]:
     started = time.perf_counter()
     prices = Prices(config.price_input, config.price_cached_input, config.price_output)
     datasets: dict[str, Path] = {}
-    selected: dict[str, list[Question]] = {}
+    selected: dict[str, list[QuestionRecord]] = {}
     with make_progress(options.quiet) as bar:
         task = bar.add_task("synthetic graphs (cached)", total=len(options.domains))
         for domain in options.domains:
             datasets[domain] = ensure_dataset(domain, options.scale, options.seed, config.cache_dir)
-            selected[domain] = pick_questions(load_questions(datasets[domain] / "questions.jsonl"),
+            selected[domain] = pick_questions(read_questions(datasets[domain] / "questions.jsonl"),
                                               options.questions_per_domain)
             if not selected[domain]:
                 raise systems.SetupError(f"{datasets[domain]}: no questions with gold plans")
@@ -206,18 +210,22 @@ def run_demo(options: DemoOptions, config: EvalConfig) -> dict[str, Any]:
     subtitle = f"scripted policy on {options.model} (random weights), {device}: system measurement"
     figures = {"latency_split": str(plot_latency_split(rows, options.out / "fig11_latency_split.png", subtitle))}
     if ablation_rows:
-        figures["ablation"] = str(plot_ablation(ablation_rows, options.out / "fig15_ablation.png", subtitle))
+        ablation_domains = options.domains[:1]
+        ablation_subtitle = (f"{subtitle}; domain {', '.join(ablation_domains)}, "
+                             f"{len(selected[ablation_domains[0]])} questions, 1 repeat")
+        figures["ablation"] = str(plot_ablation(ablation_rows, options.out / "fig15_ablation.png", ablation_subtitle))
     result["figures"] = figures
     write_json_atomic(options.out / "results.json", result)
     (options.out / "report.md").write_text(render_report(result), encoding="utf-8")
     if not options.quiet:
-        console.print(table1_rich(rows, title=f"Table 1 view: Graph-CoT vs GLM per domain ({subtitle})"))
+        console.print(table1_rich(rows, title=f"Table 1 view: Graph-CoT (faithful to the original) vs GLM per domain ({subtitle})"))
         if ablation_rows:
             console.print(ablation_rich(ablation_rows, title="Ablation (Figure 15 view)"))
         for item in result["ratios"]:
             console.print(f"{item['domain']}: tokens/question {-(item['token_reduction'] or 0) * 100:+.1f} %, "
                           f"throughput GLM/Graph-CoT {item['throughput_speedup'] or 0:.2f}x, "
-                          f"p50 latency {-(item['latency_p50_reduction'] or 0) * 100:+.1f} % (GLM vs Graph-CoT)",
+                          f"p50 latency {-(item['latency_p50_reduction'] or 0) * 100:+.1f} % "
+                          f"(GLM vs {METHOD_LABELS.get(item.get('baseline'), item.get('baseline'))})",
                           highlight=False)
         console.print(f"[dim]{PAPER_HEADLINE}[/]")
         console.print(f"wrote {options.out / 'report.md'}, {options.out / 'results.json'}, "

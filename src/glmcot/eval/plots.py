@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-METHOD_LABELS = {"graphcot": "Graph-CoT", "glm": "GLM", "base": "Base", "text-rag": "Text RAG",
+METHOD_LABELS = {"graphcot": "Graph-CoT (faithful)", "graphcot-repaired": "Graph-CoT (repaired)", "glm": "GLM", "base": "Base", "text-rag": "Text RAG",
                  "graph-rag": "Graph RAG"}
 DOMAIN_LABELS = {"dblp": "Academic\n(dblp)", "amazon": "E-commerce\n(amazon)",
                  "goodreads": "Literature\n(goodreads)", "biomedical": "Healthcare\n(biomedical)",
                  "legal": "Legal\n(legal)"}
-_LLM_COLOURS = {"graphcot": "#c0504d", "glm": "#1f77b4"}
-_RETRIEVAL_COLOURS = {"graphcot": "#f2b8b6", "glm": "#9ecae1"}
+_LLM_COLOURS = {"graphcot": "#c0504d", "graphcot-repaired": "#8c564b", "glm": "#1f77b4"}
+_RETRIEVAL_COLOURS = {"graphcot": "#f2b8b6", "graphcot-repaired": "#d9b8b0", "glm": "#9ecae1"}
 
 
 def _pyplot():
@@ -30,7 +30,7 @@ def plot_latency_split(rows: Sequence[dict[str, Any]], path: Path, subtitle: str
     with decoding, LLM + retrieval can exceed it."""
     plt = _pyplot()
     domains = list(dict.fromkeys(r["domain"] for r in rows))
-    methods = [m for m in ("graphcot", "glm") if any(r["method"] == m for r in rows)]
+    methods = [m for m in ("graphcot", "graphcot-repaired", "glm") if any(r["method"] == m for r in rows)]
     methods += [m for m in dict.fromkeys(r["method"] for r in rows) if m not in methods]
     by_key = {(r["domain"], r["method"]): r for r in rows}
     fig, ax = plt.subplots(figsize=(10, 6.2), dpi=110)
@@ -101,6 +101,12 @@ def plot_ablation(rows: Sequence[dict[str, Any]], path: Path, subtitle: str = ""
         top = max(values + [1e-9])
         for y, v, row in zip(ys, values, rows):
             text = "not in this engine" if row.get("unavailable") else fmt.format(v)
+            feature = row.get("feature")
+            if feature and not feature.get("exercised"):
+                text += "  (not exercised)"
+            spread = [s * scale for s in (row.get("throughput_by_repeat") or []) if s is not None]
+            if key == "throughput_qps" and len(spread) > 1:
+                ax.plot([min(spread), max(spread)], [y, y], color="black", linewidth=1.5)  # spread over repeats
             ax.text(v + top * 0.01, y, text, va="center", fontsize=9)
         ax.set_xlim(0, top * 1.18)
         ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # tick labels never collide

@@ -88,9 +88,20 @@ def table1_rich(rows: Sequence[dict[str, Any]], title: str = "Table 1 view"):
     return table
 
 
-def ratios(rows: Sequence[dict[str, Any]], slow: str = "graphcot", fast: str = "glm") -> list[dict[str, Any]]:
-    """Per domain: how GLM compares to Graph-CoT in the same run."""
+BASELINES = ("graphcot", "graphcot-repaired")  # faithful first
+
+
+def ratios(rows: Sequence[dict[str, Any]], slow: str | None = None, fast: str = "glm") -> list[dict[str, Any]]:
+    """Per domain and Graph-CoT baseline in the run (faithful and repaired, each labelled in
+    ``baseline``): how GLM compares to it. ``slow`` picks one baseline."""
     by_key = {(r.get("domain"), r["method"]): r for r in rows}
+    out = []
+    for baseline in (slow,) if slow else BASELINES:
+        out += _ratios(by_key, rows, baseline, fast)
+    return out
+
+
+def _ratios(by_key: dict, rows: Sequence[dict[str, Any]], slow: str, fast: str) -> list[dict[str, Any]]:
     out = []
     for domain in dict.fromkeys(r.get("domain") for r in rows):
         a, b = by_key.get((domain, slow)), by_key.get((domain, fast))
@@ -99,6 +110,7 @@ def ratios(rows: Sequence[dict[str, Any]], slow: str = "graphcot", fast: str = "
         div = lambda x, y: (x / y) if x and y else None  # noqa: E731
         out.append({
             "domain": domain,
+            "baseline": slow,
             "token_reduction": 1 - b["tokens_per_question"] / a["tokens_per_question"] if a.get("tokens_per_question") else None,
             "calls_ratio": div(a.get("llm_calls_per_question"), b.get("llm_calls_per_question")),
             "latency_p50_reduction": 1 - b["latency_p50_s"] / a["latency_p50_s"] if a.get("latency_p50_s") else None,
@@ -121,9 +133,10 @@ def table1_markdown(rows: Sequence[dict[str, Any]]) -> str:
 def ratios_markdown(items: Sequence[dict[str, Any]]) -> str:
     pct = lambda v: "-" if v is None else f"{-v * 100:+.1f} %"  # noqa: E731 - a reduction shows as minus
     times = lambda v: "-" if v is None else f"{v:.2f}x"  # noqa: E731
-    body = [[i["domain"], pct(i["token_reduction"]), times(i["calls_ratio"]),
+    label = lambda i: METHOD_LABELS.get(i.get("baseline", "graphcot"), i.get("baseline"))  # noqa: E731
+    body = [[i["domain"], label(i), pct(i["token_reduction"]), times(i["calls_ratio"]),
              pct(i["latency_p50_reduction"]), times(i["throughput_speedup"])] for i in items]
-    return markdown_table(["domain", "tokens/q, GLM vs GC", "calls ratio (GC/GLM)",
+    return markdown_table(["domain", "GC baseline", "tokens/q, GLM vs GC", "calls ratio (GC/GLM)",
                            "p50 latency, GLM vs GC", "throughput GLM/GC"], body)
 
 
@@ -133,14 +146,38 @@ def paper_table1_markdown() -> str:
                            "GLM latency s"], body)
 
 
+def evidence_text(row: dict[str, Any]) -> str:
+    """What proves the row's switched-off feature acted: its counter in the full GLM run and in this
+    variant, or "not exercised" where the full run never used it (the row's difference is noise)."""
+    if row.get("full"):
+        counters = row.get("counters") or {}
+        levels = "/".join(str(counters.get(f"evictions_p{level}", 0)) for level in range(1, 5))
+        return (f"evictions P1-P4 {levels}, chunk hits {counters.get('chunk_hits_tokens', 0):,} tok, "
+                f"prefetch hits {counters.get('prefetch_hits', 0)}, RetrieveNode cache hits {counters.get('cache_hits', 0)}")
+    feature = row.get("feature")
+    if not feature:
+        return "-"
+    if not feature["exercised"]:
+        return f"not exercised ({feature['counter']} 0 in the full run)"
+    return f"{feature['counter']}: {feature['full']:,} full, {feature['variant']:,} here"
+
+
+def spread_text(row: dict[str, Any]) -> str:
+    values = [v for v in row.get("throughput_by_repeat") or [] if v is not None]
+    if len(values) < 2:
+        return "-"
+    return f"{min(values):.2f}-{max(values):.2f}"
+
+
 def ablation_markdown(rows: Sequence[dict[str, Any]]) -> str:
-    body = [[r["label"], _fmt(r.get("throughput_qps")), _fmt(r.get("latency_p50_s")),
+    body = [[r["label"], _fmt(r.get("throughput_qps")), spread_text(r), _fmt(r.get("latency_p50_s")),
              _fmt(r.get("latency_p99_s")),
              _fmt(r.get("cache_hit_rate") * 100 if r.get("cache_hit_rate") is not None else None, "{:.1f}%"),
-             _fmt(r.get("tokens_per_question"), "{:,.0f}"), _fmt(r.get("throughput_vs_full"), "{:.2f}x")]
+             _fmt(r.get("tokens_per_question"), "{:,.0f}"), _fmt(r.get("throughput_vs_full"), "{:.2f}x"),
+             evidence_text(r)]
             for r in rows]
-    return markdown_table(["configuration", "q/s", "p50 s", "p99 s", "cache hit", "tokens/q",
-                           "q/s vs full GLM"], body)
+    return markdown_table(["configuration", "q/s", "q/s per repeat", "p50 s", "p99 s", "cache hit", "tokens/q",
+                           "q/s vs full GLM", "did the feature act?"], body)
 
 
 def ablation_rich(rows: Sequence[dict[str, Any]], title: str = "Ablation"):
@@ -148,14 +185,15 @@ def ablation_rich(rows: Sequence[dict[str, Any]], title: str = "Ablation"):
     from rich.table import Table
 
     table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
-    for header in ("configuration", "q/s", "p50 s", "p99 s", "KV hit", "tokens/q", "vs GLM"):
-        table.add_column(header, justify="left" if header == "configuration" else "right",
-                         no_wrap=header != "configuration")
+    for header in ("configuration", "q/s", "per repeat", "p50 s", "p99 s", "KV hit", "tokens/q", "vs GLM", "did the feature act?"):
+        table.add_column(header, justify="left" if header in ("configuration", "did the feature act?") else "right",
+                         no_wrap=header not in ("configuration", "did the feature act?"))
     for r in rows:
-        table.add_row(r["label"], _fmt(r.get("throughput_qps")), _fmt(r.get("latency_p50_s")),
+        table.add_row(r["label"], _fmt(r.get("throughput_qps")), spread_text(r), _fmt(r.get("latency_p50_s")),
                       _fmt(r.get("latency_p99_s")),
                       _fmt(r.get("cache_hit_rate") * 100 if r.get("cache_hit_rate") is not None else None, "{:.1f}%"),
-                      _fmt(r.get("tokens_per_question"), "{:,.0f}"), _fmt(r.get("throughput_vs_full"), "{:.2f}x"))
+                      _fmt(r.get("tokens_per_question"), "{:,.0f}"), _fmt(r.get("throughput_vs_full"), "{:.2f}x"),
+                      evidence_text(r))
     return table
 
 
@@ -168,7 +206,8 @@ def summary_rich(summaries: dict[str, dict[str, Any]], title: str = "Evaluation"
 
     accuracy = Table(title=f"{title}: accuracy", title_justify="left", header_style="bold",
                      box=box.SIMPLE_HEAD, pad_edge=False)
-    for header in ("method", "n", "ROUGE-L", "EM", "judge", "failures (Table 5)"):
+    # ROUGE-L as the mean and as Graph-CoT aggregates it (bootstrap median); EM normalised and exact
+    for header in ("method", "n", "ROUGE-L mean", "R-L boot. median", "EM norm.", "EM exact", "judge", "failures (Table 5)"):
         accuracy.add_column(header, justify="left" if header in ("method", "judge", "failures (Table 5)") else "right")
     cost = Table(title=f"{title}: cost", title_justify="left", header_style="bold", box=box.SIMPLE_HEAD,
                  pad_edge=False)
@@ -181,7 +220,8 @@ def summary_rich(summaries: dict[str, dict[str, Any]], title: str = "Evaluation"
         if s.get("judge_unparsed"):
             judge += f" ({s['judge_unparsed']} not Yes/No)"
         accuracy.add_row(label, str(s.get("questions", 0)), _fmt(s.get("rouge_l"), "{:.3f}"),
-                         _fmt(s.get("em"), "{:.3f}"), judge, failures)
+                         _fmt(s.get("rouge_l_bootstrap_median"), "{:.3f}"), _fmt(s.get("em"), "{:.3f}"),
+                         _fmt(s.get("em_exact"), "{:.3f}"), judge, failures)
         cost.add_row(label, _fmt(s.get("tokens_per_question"), "{:,.0f}"), _fmt(s.get("llm_calls_per_question"), "{:.1f}"),
                      _fmt(s.get("latency_p50_s")), _fmt(s.get("latency_p99_s")),
                      _fmt(s.get("cache_hit_rate") * 100 if s.get("cache_hit_rate") is not None else None, "{:.1f}%"),

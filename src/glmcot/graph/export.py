@@ -33,7 +33,7 @@ def export_graph_json(
                 for index in range(start, stop):
                     node = {
                         "features": graph.features_at(index),
-                        "neighbors": {relation: graph.node_ids(graph.neighbor_indices(index, relation)) for relation in relations},
+                        "neighbors": {relation: graph.neighbor_id_list(index, relation) for relation in relations},
                     }
                     text = dumps(node, ensure_ascii=False, indent=indent)
                     out.write(("," if index > start else "") + "\n" + dumps(graph.node_id(index), ensure_ascii=False) + ": " + text)

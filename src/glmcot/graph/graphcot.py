@@ -57,7 +57,7 @@ class GraphCoTObserver:
                 value = self.graph.feature_at(index, name)
                 return f"The {name} feature of {node_id} are: {value}. "
             if tool == "NeighbourCheck":
-                neighbours = self.graph.node_ids(self.graph.neighbor_indices(index, name))
+                neighbours = self.graph.neighbor_id_list(index, name)  # never truncated, dangling kept
                 return f"The {name} neighbors of {node_id} are: {neighbours}. "
             degree = self.graph.degree_at(index, name)
             return f"The {name} neighbor node degree of {node_id} are: {degree}. "
@@ -74,4 +74,46 @@ class GraphCoTObserver:
         return f"The ID of this retrieval target node is {node_id}."
 
 
-__all__ = ["GraphCoTObserver", "NO_MATCH", "MISSING_KEY", "INVALID_ACTION", "TOOLS"]
+__all__ = ["GraphCoTObserver", "GraphFunctions", "NO_MATCH", "MISSING_KEY", "INVALID_ACTION", "TOOLS"]
+
+
+class GraphFunctions:
+    """Graph-CoT's own graph functions (``tools/graph_funcs.py``) over a store, for the faithful
+    baseline: each returns ``str()`` of what the original's ``graph_index[id][...]`` holds and
+    raises KeyError wherever the original's dictionary lookup would. Nothing is stripped,
+    truncated or explained: that is the repaired baseline's job (``GraphCoTObserver``)."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+
+    def _index(self, node_id: str) -> int:
+        index = self.graph._find(node_id)
+        if index < 0:
+            raise KeyError(node_id)
+        return index
+
+    def check_nodes(self, node_id: str, feature: str | None = None) -> str:
+        index = self._index(node_id)
+        if not feature:  # the original returns every feature for an empty name
+            return str(self.graph.features_at(index))
+        try:
+            return str(self.graph.feature_at(index, feature))
+        except GraphToolError:
+            raise KeyError(feature) from None
+
+    def check_neighbours(self, node_id: str, relation: str | None = None) -> str:
+        index = self._index(node_id)
+        if not relation:
+            node_type = self.graph.type_of_index(index)
+            return str({name: self.graph.neighbor_id_list(index, name) for name in self.graph.relation_names(node_type)})
+        try:
+            return str(self.graph.neighbor_id_list(index, relation))
+        except GraphToolError:
+            raise KeyError(relation) from None
+
+    def check_degree(self, node_id: str, relation: str) -> str:
+        index = self._index(node_id)
+        try:
+            return str(self.graph.degree_at(index, relation))
+        except GraphToolError:
+            raise KeyError(relation) from None

@@ -17,6 +17,7 @@ _PRIME = (1 << 61) - 1
 _MIX = 0x9E3779B97F4A7C15
 _MASK64 = (1 << 64) - 1
 _LOW53 = (1 << 53) - 1
+_VECTOR_BYTES = 256  # longer ids are hashed one at a time (linear in their length)
 
 
 def hash_id(data: bytes) -> int:
@@ -34,6 +35,23 @@ def hash_ids(blob: np.ndarray | bytes, offsets: np.ndarray) -> np.ndarray:
         return result
     starts = offsets[:-1]
     lengths = offsets[1:] - starts
+    # Ids longer than _VECTOR_BYTES are hashed one by one with Python's big-int arithmetic, which
+    # is linear in their length; the vectorised Horner loop below costs one numpy pass per byte
+    # position, so it only runs over the first _VECTOR_BYTES positions (a 1 MB id would otherwise
+    # cost a million passes).
+    long_rows = np.nonzero(lengths > _VECTOR_BYTES)[0]
+    for row in long_rows.tolist():
+        result[row] = hash_id(data[int(starts[row]) : int(offsets[row + 1])].tobytes())
+    short = np.nonzero(lengths <= _VECTOR_BYTES)[0] if long_rows.size else slice(None)
+    result[short] = _hash_short(data, starts[short], lengths[short])
+    return result
+
+
+def _hash_short(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    count = len(lengths)
+    result = np.zeros(count, dtype=np.uint64)
+    if count == 0:
+        return result
     # Longest first, so the rows still active at byte position k are a prefix: total work is the
     # total number of bytes, whatever the length distribution.
     order = np.argsort(-lengths, kind="stable")

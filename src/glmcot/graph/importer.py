@@ -2,14 +2,22 @@
 
 Layout (grbench.md §1): ``{"<type>_nodes": {id: {"features": {...}, "neighbors": {relation:
 [ids]}}}}``; ids are unique across types. Two passes over the file with ijson: pass 1 collects
-ids and types (so neighbour ids resolve to global indices), pass 2 reads features and edges.
-Dangling neighbour ids are dropped and counted; any malformed input raises GraphFormatError
-naming the place, and the output directory is only created on success.
+ids and types (so neighbour ids resolve to global indices) and bounds nesting depth, pass 2 reads
+features and edges. Any malformed input raises GraphFormatError naming the place, and the output
+directory is only created on success.
+
+The real files' shapes are read as Graph-CoT reads them (Python's ``json.load``; grbench.md §9):
+neighbour ids that name no node stay in their lists (and degrees), counted in the report;
+``NaN``/``Infinity`` tokens are numbers; a ``null`` feature exists with the value None; and a
+neighbour value that is an object of lists (legal's citation-depth-keyed ``reference`` /
+``cited_by`` before GRBench's post-processing) is one list, concatenated in key order as that
+post-processing does.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from array import array
 from collections.abc import Callable
@@ -22,11 +30,13 @@ import numpy as np
 
 from glmcot.graph.errors import GraphFormatError
 from glmcot.graph.idhash import find_duplicate, hash_ids
-from glmcot.graph.writer import StoreWriter
+from glmcot.graph.writer import NULL, StoreWriter
 
 TYPE_SUFFIX = "_nodes"
 _BUFFER = 1 << 16
 _DANGLING_EXAMPLES = 10
+DEFAULT_MAX_DEPTH = 64  # JSON levels inside one feature or neighbour value; real files use 1-2
+_NODE_DEPTH = 4  # open containers around a feature value: top, type, node, "features"
 
 ProgressCallback = Callable[[str, int, int], None]  # (phase, bytes read, total bytes)
 
@@ -37,9 +47,13 @@ class ImportReport:
     nodes: int
     edges: int
     node_types: dict[str, int]
-    dangling_neighbors: int
+    dangling_neighbors: int  # kept in their lists and degrees, as Graph-CoT does
     dangling_examples: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    non_finite_numbers: int = 0  # NaN / Infinity / -Infinity tokens read as floats
+    null_features: int = 0  # features present with the value null (read as None)
+    # "<type>.<relation>" -> nodes whose neighbour value was an object of lists, flattened
+    flattened_neighbor_objects: dict[str, int] = field(default_factory=dict)
 
 
 class _CountingReader:
@@ -60,6 +74,106 @@ class _CountingReader:
         return data
 
 
+# Python's json.load (Graph-CoT's loader) reads these tokens; yajl rejects them. Outside strings
+# they are replaced by string sentinels, turned back into floats when a node is read.
+_NON_FINITE = {b"NaN": float("nan"), b"Infinity": float("inf"), b"-Infinity": float("-inf")}
+_SENTINELS = {token: b'"\\u0000glmcot:' + token + b'"' for token in _NON_FINITE}
+_SENTINEL_VALUES = {"\x00glmcot:" + token.decode(): value for token, value in _NON_FINITE.items()}
+_OUTSIDE = re.compile(rb'"|-Infinity|Infinity|NaN')
+_INSIDE = re.compile(rb'[\\"]')
+
+
+class _NonFiniteReader:
+    """Byte stream filter: NaN / Infinity / -Infinity outside JSON strings become sentinels.
+
+    Linear in the input (one regex scan per token boundary); only used on files that need it.
+    """
+
+    def __init__(self, raw: _CountingReader):
+        self._raw = raw
+        self._in_string = False
+        self._escape = False
+        self._carry = b""
+        self.replaced = 0
+
+    def read(self, size: int = -1) -> bytes:
+        if size == 0:  # ijson probes the stream type with read(0)
+            return b""
+        while True:
+            data = self._raw.read(size if size > 0 else _BUFFER)
+            if not data:
+                tail, self._carry = self._carry, b""
+                return self._convert(tail, final=True) if tail else b""
+            out = self._convert(self._carry + data, final=False)
+            if out:
+                return out
+
+    def _convert(self, chunk: bytes, final: bool) -> bytes:
+        parts = []
+        start = position = 0
+        end = len(chunk)
+        self._carry = b""
+        while position < end:
+            if self._in_string:
+                if self._escape:
+                    self._escape = False
+                    position += 1
+                    continue
+                match = _INSIDE.search(chunk, position)
+                if match is None:
+                    position = end
+                    break
+                if chunk[match.start()] == 0x5C:  # backslash: skip the escaped byte
+                    if match.start() + 1 >= end:
+                        self._escape = True
+                        position = end
+                        break
+                    position = match.start() + 2
+                else:
+                    self._in_string = False
+                    position = match.end()
+                continue
+            match = _OUTSIDE.search(chunk, position)
+            if match is None:
+                if not final:
+                    # keep a token cut at the chunk's end for the next read
+                    for cut in range(max(position, end - 9), end):
+                        tail = chunk[cut:]
+                        if any(token.startswith(tail) for token in _NON_FINITE):
+                            end = cut
+                            self._carry = tail
+                            break
+                position = end
+                break
+            if match.group() == b'"':
+                self._in_string = True
+                position = match.end()
+                continue
+            parts.append(chunk[start : match.start()])
+            parts.append(_SENTINELS[match.group()])
+            self.replaced += 1
+            start = position = match.end()
+        parts.append(chunk[start:end])
+        return b"".join(parts)
+
+
+def _restore_non_finite(value: Any) -> Any:
+    """Sentinel strings back to floats; depth is bounded by pass 1, so recursion is safe here."""
+    if type(value) is str:
+        return _SENTINEL_VALUES.get(value, value) if value.startswith("\x00glmcot:") else value
+    if type(value) is list:
+        return [_restore_non_finite(item) for item in value]
+    if type(value) is dict:
+        return {key: _restore_non_finite(item) for key, item in value.items()}
+    return value
+
+
+def _looks_non_finite(error: Exception) -> bool:
+    # yajl's messages for NaN/Infinity ("invalid char") and for overflowing numbers
+    message = str(error)
+    return "invalid char" in message or "overflow" in message
+
+
 @dataclass
 class _Pass1:
     types: list[tuple[str, int]]  # (type, node count) in file order
@@ -67,6 +181,8 @@ class _Pass1:
     offsets: np.ndarray
     sorted_hashes: np.ndarray
     order: np.ndarray
+    non_finite: bool = False  # the file has NaN / Infinity tokens: pass 2 filters them too
+    non_finite_count: int = 0
 
 
 class _Context:
@@ -104,22 +220,49 @@ def _type_name(key: str, context: _Context) -> str:
     return key[: -len(TYPE_SUFFIX)]
 
 
-def _pass1(path: Path, progress: ProgressCallback | None) -> _Pass1:
+def _depth_error(context: _Context, keys: list, max_depth: int) -> GraphFormatError:
+    section, name = keys[3], keys[4]
+    if section == "features":
+        what = f"feature {name!r}"
+    elif section == "neighbors":
+        what = f"neighbour list {name!r}"
+    else:
+        what = f"node key {section!r}"
+    return context.error(
+        f"{what} nests deeper than {max_depth} levels; glmcot reads values at most {max_depth} levels deep"
+    )
+
+
+def _pass1(path: Path, progress: ProgressCallback | None, max_depth: int = DEFAULT_MAX_DEPTH) -> _Pass1:
+    try:
+        return _scan_ids(path, progress, max_depth, non_finite=False)
+    except _RetryNonFinite:
+        return _scan_ids(path, progress, max_depth, non_finite=True)
+
+
+class _RetryNonFinite(Exception):
+    """Pass 1 met a token yajl rejects that json.load may accept: rescan with the filter."""
+
+
+def _scan_ids(path: Path, progress: ProgressCallback | None, max_depth: int, non_finite: bool) -> _Pass1:
     total = path.stat().st_size
     types: list[tuple[str, int]] = []
     blob = bytearray()
     lengths = array("q")
+    limit = _NODE_DEPTH + max_depth
     with open(path, "rb") as handle:
         reader = _CountingReader(handle, "ids", total, progress)
+        source = _NonFiniteReader(reader) if non_finite else reader
         context = _Context(path, reader)
         if total == 0:
             raise context.error("empty file")
         depth = 0
+        keys: list = [None] * (_NODE_DEPTH + 1)  # the key at each depth up to a value's name
         expect_map = True  # the top level
         count = 0
         closed = False
         try:
-            for event, value in ijson.basic_parse(reader, use_float=True, buf_size=_BUFFER):
+            for event, value in ijson.basic_parse(source, use_float=True, buf_size=_BUFFER):
                 if closed:
                     raise context.error("extra data after the top-level object")
                 if expect_map:
@@ -145,8 +288,12 @@ def _pass1(path: Path, progress: ProgressCallback | None) -> _Pass1:
                         lengths.append(len(data))
                         count += 1
                         expect_map = True
+                    elif depth <= _NODE_DEPTH:
+                        keys[depth] = value
                 elif event == "start_map" or event == "start_array":
                     depth += 1
+                    if depth > limit:
+                        raise _depth_error(context, keys, max_depth)
                 elif event == "end_map" or event == "end_array":
                     depth -= 1
                     if depth == 1 and types:
@@ -155,11 +302,14 @@ def _pass1(path: Path, progress: ProgressCallback | None) -> _Pass1:
                     elif depth == 0:
                         closed = True
         except ijson.JSONError as error:
+            if not non_finite and _looks_non_finite(error):
+                raise _RetryNonFinite() from None
             raise _parse_error(error, context) from None
         except UnicodeDecodeError as error:
             raise context.error(f"malformed JSON: {error}") from None
         if not closed:
             raise context.error("truncated file (the top-level object is not closed)")
+        replaced = source.replaced if non_finite else 0
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(np.frombuffer(lengths, dtype=np.int64), out=offsets[1:])
     ids = bytes(blob)
@@ -167,7 +317,7 @@ def _pass1(path: Path, progress: ProgressCallback | None) -> _Pass1:
     hash_array = hash_ids(ids, offsets)
     order = np.argsort(hash_array, kind="stable")
     sorted_hashes = hash_array[order]
-    result = _Pass1(types, ids, offsets, sorted_hashes, order)
+    result = _Pass1(types, ids, offsets, sorted_hashes, order, replaced > 0, replaced)
     _check_duplicates(result, path)
     return result
 
@@ -241,13 +391,16 @@ class _Resolver:
 class _TypeBatch:
     """Nodes of one type read in pass 2, flushed to the writer in batches."""
 
-    def __init__(self, node_type: str):
+    def __init__(self, node_type: str, stats: _Stats):
         self.node_type = node_type
+        self.stats = stats
         self.ids: list[str] = []
         self.features: dict[str, list[Any]] = {}
-        self.relations: dict[str, tuple[list[int], list[Any]]] = {}
+        self.relations: dict[str, tuple[list[int], list[Any], list[int]]] = {}
 
-    def add(self, node_id: str, index: int, node: Any, context: _Context) -> None:
+    def add(self, node_id: str, index: int, node: Any, context: _Context, non_finite: bool = False) -> None:
+        if non_finite:
+            node = _restore_non_finite(node)
         if not isinstance(node, dict):
             raise context.error("a node must be an object with 'features' and 'neighbors'")
         features = node.get("features", {})
@@ -262,16 +415,36 @@ class _TypeBatch:
             column = self.features.get(name)
             if column is None:
                 column = self.features[name] = [None] * row
+            if value is None:  # JSON null: the feature exists (Graph-CoT prints None)
+                value = NULL
+                self.stats.null_features += 1
             column.append(value)
         for column in self.features.values():
             if len(column) == row:
                 column.append(None)
         for relation, targets in neighbours.items():
+            if isinstance(targets, dict):
+                targets = self._flatten(relation, targets, context)
             if not isinstance(targets, list):
                 raise context.error(f"neighbour list {relation!r} must be a JSON array, got {type(targets).__name__}")
-            sources, texts = self.relations.setdefault(relation, ([], []))
+            sources, texts, positions = self.relations.setdefault(relation, ([], [], []))
             sources.extend([index] * len(targets))
             texts.extend(targets)  # checked to be id strings in bulk at flush
+            positions.extend(range(len(targets)))
+
+    def _flatten(self, relation: str, targets: dict, context: _Context) -> list:
+        """An object of lists (legal's depth-keyed citations) as one list, in key order, as
+        GRBench's legal/id2idx.py post-processing concatenates them."""
+        flat: list = []
+        for key, part in targets.items():
+            if not isinstance(part, list):
+                raise context.error(
+                    f"neighbour object {relation!r} must hold JSON arrays, got {type(part).__name__} under {key!r}"
+                )
+            flat.extend(part)
+        name = f"{self.node_type}.{relation}"
+        self.stats.flattened[name] = self.stats.flattened.get(name, 0) + 1
+        return flat
 
     @staticmethod
     def _id_strings(relation: str, sources: list[int], texts: list[Any], resolver: _Resolver, context: _Context):
@@ -283,13 +456,13 @@ class _TypeBatch:
             fixed.append(target if isinstance(target, str) else str(target))  # numeric ids
         return fixed
 
-    def flush(self, writer: StoreWriter, resolver: _Resolver, dangling: list, examples: list[str],
-              context: _Context) -> int:
-        """Write the batch; returns the number of edges kept."""
+    def flush(self, writer: StoreWriter, resolver: _Resolver, context: _Context) -> int:
+        """Write the batch; returns the number of edges to real nodes."""
         if self.ids:
             writer.add_nodes(self.node_type, self.ids, self.features)
         kept = 0
-        for relation, (sources, texts) in self.relations.items():
+        stats = self.stats
+        for relation, (sources, texts, positions) in self.relations.items():
             try:
                 joined = "".join(texts)
             except TypeError:
@@ -304,27 +477,38 @@ class _TypeBatch:
                 lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
             targets = resolver.resolve(blob, lengths)
             valid = targets >= 0
-            missing = int((~valid).sum())
-            if missing:
-                dangling[0] += missing
-                for row in np.nonzero(~valid)[0][: _DANGLING_EXAMPLES - len(examples)].tolist():
-                    source = _id_at(resolver, sources[row])
-                    examples.append(f"{source} -{relation}-> {texts[row]}")
-            src = np.asarray(sources, dtype=np.int64)[valid]
-            writer.add_edges(self.node_type, relation, src, targets[valid])
+            src = np.asarray(sources, dtype=np.int64)
+            missing_rows = np.nonzero(~valid)[0]
+            if missing_rows.size:
+                # Kept where they stand: Graph-CoT lists and counts them (grbench.md §9).
+                stats.dangling += int(missing_rows.size)
+                for row in missing_rows[: max(_DANGLING_EXAMPLES - len(stats.examples), 0)].tolist():
+                    stats.examples.append(f"{_id_at(resolver, sources[row])} -{relation}-> {texts[row]}")
+                rows = missing_rows.tolist()
+                writer.add_dangling(self.node_type, relation, src[missing_rows],
+                                    np.asarray(positions, dtype=np.int64)[missing_rows], [texts[row] for row in rows])
+            writer.add_edges(self.node_type, relation, src[valid], targets[valid])
             kept += int(valid.sum())
         self.ids, self.features, self.relations = [], {}, {}
         return kept
 
 
-def _type_items(reader: _CountingReader, key: str):
+@dataclass
+class _Stats:
+    dangling: int = 0
+    examples: list[str] = field(default_factory=list)
+    null_features: int = 0
+    flattened: dict[str, int] = field(default_factory=dict)
+
+
+def _type_items(reader, key: str):
     if "." in key or " " in key:
         # ijson prefixes join keys with "."; such keys need the generic event walk.
         return _type_items_by_events(reader, key)
     return ijson.kvitems(reader, key, use_float=True, buf_size=_BUFFER)
 
 
-def _type_items_by_events(reader: _CountingReader, key: str):
+def _type_items_by_events(reader, key: str):
     events = ijson.basic_parse(reader, use_float=True, buf_size=_BUFFER)
     depth = 0
     inside = False
@@ -359,8 +543,12 @@ def import_graph_json(
     overwrite: bool = False,
     batch_size: int = 20_000,
     progress: ProgressCallback | None = None,
+    max_depth: int = DEFAULT_MAX_DEPTH,
 ) -> ImportReport:
-    """Import a GRBench ``graph.json`` into a store at ``out_dir``."""
+    """Import a GRBench ``graph.json`` into a store at ``out_dir``.
+
+    ``max_depth`` bounds the JSON nesting inside one feature or neighbour value (a deeper file is
+    refused with an error naming the node and the feature, before anything is built)."""
     started = time.perf_counter()
     path = Path(path)
     if not path.is_file():
@@ -368,11 +556,12 @@ def import_graph_json(
     out_dir = Path(out_dir)
     if out_dir.exists() and not overwrite:
         raise FileExistsError(f"{out_dir} exists; pass --force to replace it")
-    scan = _pass1(path, progress)
+    if max_depth < 1:
+        raise ValueError("max_depth must be at least 1")
+    scan = _pass1(path, progress, max_depth)
     resolver = _Resolver(scan)
     total = path.stat().st_size
-    dangling = [0]
-    examples: list[str] = []
+    stats = _Stats()
     edges = 0
     stat = path.stat()
     source = {"path": str(path.resolve()), "bytes": stat.st_size, "mtime": int(stat.st_mtime), "importer": "grbench-json"}
@@ -384,43 +573,52 @@ def import_graph_json(
             writer.add_nodes(node_type, [], {})  # a type with no nodes still exists
             if count == 0:
                 continue
-            batch = _TypeBatch(node_type)
+            batch = _TypeBatch(node_type, stats)
             with open(path, "rb") as handle:
                 phase = f"nodes {type_number + 1}/{len(scan.types)}: {node_type}"
                 reader = _CountingReader(handle, phase, total, progress)
+                source = _NonFiniteReader(reader) if scan.non_finite else reader
                 context = _Context(path, reader)
                 context.type_key = key
                 seen = 0
                 try:
                     # ijson's C kvitems builds each node; a scan stops once its type is complete.
-                    for node_id, node in _type_items(reader, key):
+                    for node_id, node in _type_items(source, key):
                         context.node_id = node_id
                         if blob[offsets[index] : offsets[index + 1]] != node_id.encode("utf-8", "surrogatepass"):
                             raise context.error("the file changed between the two import passes")
-                        batch.add(node_id, index, node, context)
+                        batch.add(node_id, index, node, context, scan.non_finite)
                         index += 1
                         seen += 1
                         if len(batch.ids) >= batch_size:
-                            edges += batch.flush(writer, resolver, dangling, examples, context)
+                            edges += batch.flush(writer, resolver, context)
                         if seen == count:
                             break
                 except ijson.JSONError as error:
                     raise _parse_error(error, context) from None
                 if seen != count:
                     raise context.error("the file changed between the two import passes")
-                edges += batch.flush(writer, resolver, dangling, examples, context)
-        if dangling[0]:
-            writer.warnings["dangling_neighbors"] = dangling[0]
-            writer.warnings["dangling_examples"] = examples
+                edges += batch.flush(writer, resolver, context)
+        if stats.dangling:
+            writer.warnings["dangling_neighbors"] = stats.dangling
+            writer.warnings["dangling_examples"] = stats.examples
+        if stats.flattened:
+            writer.warnings["flattened_neighbor_objects"] = stats.flattened
+        non_finite = scan.non_finite_count if scan.non_finite else 0
+        if non_finite:
+            writer.warnings["non_finite_numbers"] = non_finite
     return ImportReport(
         out_dir=str(out_dir),
         nodes=len(scan.offsets) - 1,
         edges=edges,
         node_types={name: count for name, count in scan.types},
-        dangling_neighbors=dangling[0],
-        dangling_examples=examples,
+        dangling_neighbors=stats.dangling,
+        dangling_examples=stats.examples,
         seconds=time.perf_counter() - started,
+        non_finite_numbers=non_finite,
+        null_features=stats.null_features,
+        flattened_neighbor_objects=stats.flattened,
     )
 
 
-__all__ = ["import_graph_json", "ImportReport", "TYPE_SUFFIX"]
+__all__ = ["import_graph_json", "ImportReport", "TYPE_SUFFIX", "DEFAULT_MAX_DEPTH"]

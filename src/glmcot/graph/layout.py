@@ -14,6 +14,10 @@ Layout of a store directory (format ``glmcot.graph``, see ``STORE_FORMAT_VERSION
     edges/r<R>.indptr.npy          CSR over the source type's nodes (local index)
     edges/r<R>.dst.npy             global indices of the destinations
     edges/r<R>.weight.npy          optional float32 edge weights
+    edges/r<R>.dangling_*          (1.2) neighbour ids naming no node, kept as the source file
+                                   lists them: _src (local source), _pos (place in the full
+                                   list), _offsets + .blob (the id strings); sorted by (src, pos)
+    features/t<T>/f<F>.null.npy    (1.2) present features whose value is JSON null
 
 Id lookup needs no dictionary at open time: hash the id, binary-search the sorted hash array,
 then verify the id string.
@@ -30,7 +34,10 @@ from glmcot.graph.errors import GraphFormatError
 from glmcot.graph.idhash import ID_HASH_NAME, hash_id
 
 STORE_FORMAT = "glmcot.graph"
-STORE_FORMAT_VERSION = "1.1"  # 1.1 added nodes/id_directory.npy; 1.0 stores still open
+# 1.1 added nodes/id_directory.npy; 1.2 added dangling neighbour ids (edges/r<R>.dangling_*) and
+# null feature values (features/.../f<F>.null.npy). Older 1.x stores still open: a file a store
+# lacks means "none of those".
+STORE_FORMAT_VERSION = "1.2"
 
 FeatureValue = str | int | float | bool | list | dict
 

@@ -137,14 +137,12 @@ class GraphTools:
         return self.graph.feature_at(index, self._name(feature, "NodeFeature", "feature"))
 
     def NeighbourCheck(self, node_id: str, relation: str) -> list[str]:  # noqa: N802
-        """Neighbour ids along ``relation``, at most ``neighbour_limit`` of them, in stored order."""
+        """Neighbour ids along ``relation``, at most ``neighbour_limit`` of them, in the file's order."""
         _, index = self._node(node_id, "NeighbourCheck")
         relation = self._name(relation, "NeighbourCheck", "relation")
-        neighbours = self.graph.neighbor_indices(index, relation)
-        total = len(neighbours)
-        if self.neighbour_limit is not None and total > self.neighbour_limit:
-            neighbours = neighbours[: self.neighbour_limit]
-        return NeighbourList(self.graph.node_ids(neighbours), total)
+        # Dangling ids (naming no node) stay in the list, as in Graph-CoT and the gold answers.
+        total = self.graph.degree_at(index, relation)
+        return NeighbourList(self.graph.neighbor_id_list(index, relation, self.neighbour_limit), total)
 
     def NodeDegree(self, node_id: str, relation: str) -> int:  # noqa: N802
         """Number of neighbours along ``relation``."""

@@ -84,8 +84,6 @@ class SentenceTransformerEmbedder:
         name: str | None = None,
         query_threads: int | None = 1,
     ):
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
 
         self.model_dir = Path(model_dir)
@@ -372,6 +370,11 @@ class NodeRetriever:
 
         if not isinstance(graph, Graph):
             graph = Graph.open(graph)
+        delta = getattr(graph, "delta", None)
+        if delta is not None and (delta.nodes or delta.edges):  # an updated store: base index + overlay
+            from glmcot.graph.index_updates import open_updated_retriever
+
+            return open_updated_retriever(graph, embedder=embedder, cache=cache, device=device)
         directory = graph.directory / RETRIEVAL_DIR
         meta_path = directory / "meta.json"
         if not meta_path.is_file():

@@ -60,11 +60,15 @@ class _FeatureColumn:
             self.blob = _Blob(base / f"{stem}.blob")
         else:
             self.values = memoryview(load_array(base / f"{stem}.values.npy"))
+        # 1.2: rows whose feature exists with the value null (older stores have none)
+        self.nulls = memoryview(load_array(base / f"{stem}.null.npy")) if entry.get("nulls") else None
 
     def has(self, local: int) -> bool:
         return self.mask[local]
 
     def get(self, local: int) -> Any:
+        if self.nulls is not None and self.nulls[local]:
+            return None
         kind = self.kind
         if kind == "str":
             return self.blob.data[self.offsets[local] : self.offsets[local + 1]].decode(ENCODING, ENCODING_ERRORS)
@@ -88,6 +92,24 @@ class _Relation:
         self.indptr_view = memoryview(self.indptr)
         self.dst_view = memoryview(self.dst)
         self.weight = load_array(base / f"{entry['stem']}.weight.npy") if entry.get("weighted") else None
+        self.num_dangling = int(entry.get("num_dangling", 0))  # 1.2; older stores have none
+        if self.num_dangling:
+            stem = entry["stem"]
+            self.dangling_src = load_array(base / f"{stem}.dangling_src.npy")
+            self.dangling_pos = memoryview(load_array(base / f"{stem}.dangling_pos.npy"))
+            self.dangling_offsets = memoryview(load_array(base / f"{stem}.dangling_offsets.npy"))
+            self.dangling_blob = _Blob(base / f"{stem}.dangling.blob")
+
+    def dangling_range(self, local: int) -> tuple[int, int]:
+        """Rows of the dangling table that belong to source ``local`` (empty without any)."""
+        if not self.num_dangling:
+            return 0, 0
+        first = int(self.dangling_src.searchsorted(local, side="left"))
+        last = int(self.dangling_src.searchsorted(local, side="right"))
+        return first, last
+
+    def dangling_id(self, row: int) -> str:
+        return self.dangling_blob.text(self.dangling_offsets[row], self.dangling_offsets[row + 1])
 
 
 @dataclass
@@ -142,8 +164,12 @@ class Graph:
         self._relations: dict[tuple[str, str], _Relation] = {}
 
     @classmethod
-    def open(cls, directory: str | os.PathLike) -> Graph:
+    def open(cls, directory: str | os.PathLike, follow_updates: bool = True) -> Graph:
         directory = Path(directory)
+        if follow_updates and (directory / "CURRENT.json").is_file():
+            from glmcot.graph.versions import open_version  # an updated store: its committed version
+
+            return open_version(directory)
         manifest_path = directory / "manifest.json"
         if not manifest_path.is_file():
             raise GraphFormatError(f"{directory} is not a graph store (no manifest.json); create one with `glmcot graph import`")
@@ -328,7 +354,8 @@ class Graph:
             local = index - info.start
             if column.has(local):
                 value = column.get(local)
-                return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                if value is not None:  # a null main text falls back to the id, like an absent one
+                    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
         return self.node_id(index)
 
     # topology ------------------------------------------------------------------------------------
@@ -367,12 +394,44 @@ class Graph:
         indptr = loaded.indptr
         return loaded.weight[int(indptr[local]) : int(indptr[local + 1])]
 
+    def neighbor_id_list(self, index: int, relation: str, limit: int | None = None) -> list[str]:
+        """Neighbour ids in the source file's order, dangling ones (naming no node) included, as
+        Graph-CoT lists them; at most ``limit`` of them. ``neighbor_indices`` has only real nodes."""
+        loaded, local = self._relation_of(index, relation)
+        indptr = loaded.indptr_view
+        start, stop = indptr[local], indptr[local + 1]
+        if limit is not None:
+            stop = min(stop, start + max(limit, 0))
+        ids = self.node_ids(loaded.dst[start:stop])
+        first, last = loaded.dangling_range(local)
+        for row in range(first, last):  # positions ascend, so each insert lands at its final place
+            position = loaded.dangling_pos[row]
+            if limit is not None and position >= limit:
+                break
+            ids.insert(position, loaded.dangling_id(row))
+        return ids if limit is None else ids[:limit]
+
+    def dangling_count_at(self, index: int, relation: str) -> int:
+        """How many of the node's ``relation`` neighbours name no node."""
+        loaded, local = self._relation_of(index, relation)
+        first, last = loaded.dangling_range(local)
+        return last - first
+
+    @property
+    def num_dangling(self) -> int:
+        """Neighbour ids that name no node, over the whole store (0 for stores before 1.2)."""
+        return int(self.manifest.get("num_dangling", 0))
+
     def neighbors(self, node_id: str, relation: str) -> list[str]:
-        return self.node_ids(self.neighbor_index_list(self.index(node_id), relation))
+        """Neighbour ids of ``node_id``, dangling ones included (see ``neighbor_id_list``)."""
+        return self.neighbor_id_list(self.index(node_id), relation)
 
     def degree_at(self, index: int, relation: str) -> int:
+        """Length of the node's ``relation`` list, dangling ids included: GRBench's degree
+        answers are ``len()`` of the raw list (grbench.md §9)."""
         loaded, local = self._relation_of(index, relation)
-        return loaded.indptr_view[local + 1] - loaded.indptr_view[local]
+        first, last = loaded.dangling_range(local)
+        return loaded.indptr_view[local + 1] - loaded.indptr_view[local] + (last - first)
 
     def degree(self, node_id: str, relation: str) -> int:
         return self.degree_at(self.index(node_id), relation)
@@ -407,6 +466,7 @@ class Graph:
             "format": f"{STORE_FORMAT}/{self.manifest['version']}",
             "nodes": self.num_nodes,
             "edges": self.num_edges,
+            "dangling_neighbors": self.num_dangling,
             "types": types,
             "bytes_on_disk": total,
             "topology_bytes": topology,

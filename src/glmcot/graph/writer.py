@@ -31,8 +31,25 @@ from glmcot.graph.layout import (
 )
 
 # Value categories while staging a column.
-_ABSENT, _STR, _INT, _FLOAT, _BOOL, _LIST, _OTHER = range(7)
+_ABSENT, _STR, _INT, _FLOAT, _BOOL, _LIST, _OTHER, _NULL = range(8)
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+class _Null:
+    """The JSON ``null`` of a feature that exists (``None`` in a feature sequence means absent)."""
+
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NULL"
+
+
+NULL = _Null()  # pass it in add_nodes' feature values for a present feature whose value is null
 
 class _Column:
     """Stages one feature column of one node type, then writes it in its final kind."""
@@ -93,6 +110,9 @@ class _Column:
         for row, value in enumerate(values):
             if value is None:
                 continue
+            if value is NULL:
+                categories[row] = _NULL
+                continue
             kind = type(value)
             if kind is str:
                 data = value.encode(ENCODING, ENCODING_ERRORS)
@@ -137,9 +157,13 @@ class _Column:
         for handle in self._files.values():
             handle.close()
         categories = np.concatenate(self.categories) if self.categories else np.zeros(0, np.uint8)
-        used = set(np.unique(categories).tolist()) - {_ABSENT}
+        used = set(np.unique(categories).tolist()) - {_ABSENT, _NULL}
         mask = categories != _ABSENT
         save_array(out_dir / f"{self.stem}.mask.npy", mask)
+        nulls = categories == _NULL
+        null_count = int(nulls.sum())
+        if null_count:  # 1.2: present features whose value is JSON null
+            save_array(out_dir / f"{self.stem}.null.npy", nulls)
         if used <= {_STR}:
             kind = "str"
             self._write_text(categories, _STR, self.str_lengths, "str", out_dir)
@@ -164,7 +188,10 @@ class _Column:
             kind = "json"
             self._write_mixed(categories, out_dir)
         self._remove_stage()
-        return {"kind": kind, "stem": self.stem, "present": int(mask.sum())}
+        entry = {"kind": kind, "stem": self.stem, "present": int(mask.sum())}
+        if null_count:
+            entry["nulls"] = null_count
+        return entry
 
     def _stage_path(self, name: str) -> Path:
         return self.stage_dir / f"{self.stem}.{name}"
@@ -212,7 +239,7 @@ class _Column:
         lengths = np.zeros(len(categories), dtype=np.int64)
         with open(out_dir / f"{self.stem}.blob", "wb") as out:
             for row, category in enumerate(categories.tolist()):
-                if category == _ABSENT:
+                if category == _ABSENT or category == _NULL:
                     continue
                 if category == _STR:
                     value: Any = readers[_STR].next()
@@ -287,6 +314,7 @@ class StoreWriter:
         self._current: str | None = None
         self._num_nodes = 0
         self._edges: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]] = {}
+        self._dangling: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray, list[str]]]] = {}
         self._tmp: Path | None = None
         self._id_blob = None
         self._id_lengths: list[np.ndarray] = []
@@ -382,6 +410,29 @@ class StoreWriter:
                 raise ValueError("weight must have one value per edge")
         self._edges.setdefault((src_type, relation), []).append((src.astype(np.int64), dst.astype(np.int64), weight))
 
+    def add_dangling(
+        self,
+        src_type: str,
+        relation: str,
+        src: np.ndarray,
+        positions: np.ndarray,
+        ids: Sequence[str],
+    ) -> None:
+        """Keep neighbour ids that name no node (GRBench's lists have them; Graph-CoT lists and
+        counts them): ``ids[i]`` sits at ``positions[i]`` of ``src[i]``'s full ``relation`` list
+        (edges from ``add_edges`` fill the other positions in their order)."""
+        if not isinstance(relation, str) or not relation:
+            raise ValueError(f"relation must be a non-empty string, got {relation!r}")
+        src = np.asarray(src, dtype=np.int64)
+        positions = np.asarray(positions, dtype=np.int64)
+        if src.shape != positions.shape or src.ndim != 1 or len(ids) != len(src):
+            raise ValueError("src, positions and ids must have one entry per dangling neighbour")
+        for node_id in ids:
+            if type(node_id) is not str or not node_id:
+                raise GraphFormatError(f"dangling neighbour ids must be non-empty strings, got {node_id!r}")
+        self._edges.setdefault((src_type, relation), [])
+        self._dangling.setdefault((src_type, relation), []).append((src, positions, list(ids)))
+
     def set_text_key(self, node_type: str, feature: str) -> None:
         """Choose the feature embedded for retrieval (default: Graph-CoT's NODE_TEXT_KEYS)."""
         if node_type not in self._types:
@@ -419,13 +470,19 @@ class StoreWriter:
         degree = np.zeros(num_nodes, dtype=np.int64)
         relations_meta: dict[str, list[dict]] = {name: [] for name in self._types}
         num_edges = 0
+        num_dangling = 0
         for relation_index, ((src_type, relation), chunks) in enumerate(self._edges.items()):
             builder = self._types[src_type]
             builder.relations.append(relation)
             meta = self._write_relation(tmp, relation_index, builder, relation, chunks, degree)
+            dangling = self._dangling.get((src_type, relation))
+            if dangling:
+                meta["num_dangling"] = self._write_dangling(tmp, meta, builder, relation, dangling)
+                num_dangling += meta["num_dangling"]
             relations_meta[src_type].append(meta)
             num_edges += meta["num_edges"]
         self._edges.clear()
+        self._dangling.clear()
         save_array(tmp / "nodes" / "degree.npy", degree.astype(index_dtype(int(degree.max(initial=0)))))
 
         types_meta = []
@@ -453,6 +510,7 @@ class StoreWriter:
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "num_nodes": num_nodes,
             "num_edges": num_edges,
+            "num_dangling": num_dangling,
             "id_hash": ID_HASH_NAME,
             "id_directory_bits": self._directory_bits,
             "node_types": types_meta,
@@ -485,7 +543,37 @@ class StoreWriter:
         node_id = blob[offsets[first] : offsets[first + 1]].decode(ENCODING, ENCODING_ERRORS)
         raise GraphFormatError(f"duplicate node id {node_id!r} in {where}")
 
+    def _write_dangling(self, tmp: Path, meta: dict, builder: _TypeBuilder, relation: str, chunks) -> int:
+        """Store dangling ids of one relation, sorted by (source, position); returns their count."""
+        src = np.concatenate([chunk[0] for chunk in chunks]) - builder.start
+        positions = np.concatenate([chunk[1] for chunk in chunks])
+        ids = [node_id for chunk in chunks for node_id in chunk[2]]
+        where = f"relation {builder.name}.{relation}"
+        if src.size and (src.min() < 0 or src.max() >= builder.count):
+            raise GraphFormatError(f"{where}: a dangling neighbour's source is not a {builder.name!r} node")
+        order = np.lexsort((positions, src))
+        src, positions = src[order], positions[order]
+        ids = [ids[i] for i in order.tolist()]
+        real = np.diff(np.load(tmp / "edges" / f"{meta['stem']}.indptr.npy"))
+        dangling_counts = np.bincount(src, minlength=builder.count)
+        if positions.size and (
+            positions.min() < 0
+            or np.any(positions >= real[src] + dangling_counts[src])
+            or np.any((src[1:] == src[:-1]) & (positions[1:] == positions[:-1]))
+        ):
+            raise GraphFormatError(f"{where}: dangling neighbour positions must be distinct places in each list")
+        encoded = [node_id.encode(ENCODING, ENCODING_ERRORS) for node_id in ids]
+        stem = meta["stem"]
+        save_array(tmp / "edges" / f"{stem}.dangling_src.npy", src.astype(index_dtype(builder.count)))
+        save_array(tmp / "edges" / f"{stem}.dangling_pos.npy", positions.astype(np.int64))
+        save_array(tmp / "edges" / f"{stem}.dangling_offsets.npy",
+                   offsets_from_lengths(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))))
+        (tmp / "edges" / f"{stem}.dangling.blob").write_bytes(b"".join(encoded))
+        return len(ids)
+
     def _write_relation(self, tmp, relation_index, builder, relation, chunks, degree) -> dict:
+        if not chunks:  # a relation whose every neighbour is dangling
+            chunks = [(np.zeros(0, np.int64), np.zeros(0, np.int64), None)]
         src = np.concatenate([chunk[0] for chunk in chunks])
         dst = np.concatenate([chunk[1] for chunk in chunks])
         weighted = any(chunk[2] is not None for chunk in chunks)

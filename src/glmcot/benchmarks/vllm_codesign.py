@@ -16,9 +16,9 @@ computed (queries minus hits), throughput (sessions per second of the turn), cal
 and the plugin's evictions per level (observe mode counts the levels stock LRU evicts). The sweep
 runs over KV pool sizes and reports the effect at every point and the median.
 
-    python -m benchmarks.vllm_codesign --quick
-    python -m benchmarks.vllm_codesign --record-traces 6 --sessions 30 --kv-tokens 4096 6144 8192 12288 16384
-    python -m benchmarks.vllm_codesign --model /models/Qwen3-0.6B --kv-tokens 32768 65536 131072   # a real model
+    python -m glmcot.benchmarks.vllm_codesign --quick
+    python -m glmcot.benchmarks.vllm_codesign --record-traces 6 --sessions 30 --kv-tokens 4096 6144 8192 12288 16384
+    python -m glmcot.benchmarks.vllm_codesign --model /models/Qwen3-0.6B --kv-tokens 32768 65536 131072   # a real model
 
 Run it from the repository root with glmcot's main environment; the servers come from vLLM's
 environment (scripts/setup_vllm.sh; --vllm-venv).
@@ -43,11 +43,9 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks import codesign
+from glmcot.benchmarks import codesign
+from glmcot.offline import stay_offline
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-ROOT = Path(__file__).resolve().parents[1]
 ARMS = ("enforce", "observe", "absent")
 BLOCK = 32
 PAPER = {"miss_pct": -15.1, "throughput_pct": 14.3}  # GLM paper, Fig. 15 (priority eviction vs LRU)
@@ -232,6 +230,7 @@ def median_rows(runs: list[dict]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stay_offline()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     codesign.add_workload_arguments(parser)
     parser.add_argument("--model", default=None, help="checkpoint directory (default: a tiny random Qwen3 built here)")
@@ -245,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", choices=("cpu", "gpu"))
     parser.add_argument("--eager", action=argparse.BooleanOptionalAction, default=True, help="--enforce-eager")
     parser.add_argument("--server-args", nargs=argparse.REMAINDER, default=[], help="more `vllm serve` arguments (last)")
-    parser.add_argument("--vllm-venv", default=os.environ.get("GLMCOT_VLLM_VENV", str(ROOT / ".venv-vllm")))
+    parser.add_argument("--vllm-venv", default=os.environ.get("GLMCOT_VLLM_VENV", ".venv-vllm"),
+                        help="vLLM's environment (scripts/setup_vllm.sh), relative to the current folder")
     parser.add_argument("--together", action=argparse.BooleanOptionalAction, default=True,
                         help="replay the arms at the same time (default) rather than one after another, rotating")
     parser.add_argument("--quick", action="store_true", help="12 sessions, two pool sizes")
@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def build_model(directory: Path) -> Path:
-    from tests.vllm.checkpoint import tiny_qwen3
+    from glmcot.benchmarks.tiny_checkpoint import tiny_qwen3
 
     return tiny_qwen3(directory)
 

@@ -6,7 +6,7 @@ transient tails, sessions that end) under pool pressure, with the plugin absent,
 enforcing, in alternating turns, and reports CPU time per request: what the plugin adds to the
 scheduler's KV bookkeeping. Run it with vLLM's environment (scripts/setup_vllm.sh):
 
-    .venv-vllm/bin/python -m benchmarks.vllm_plugin_overhead
+    .venv-vllm/bin/python -m glmcot.benchmarks.vllm_plugin_overhead
 """
 
 from __future__ import annotations
