@@ -11,6 +11,8 @@ scheduler's KV bookkeeping. Run it with vLLM's environment (scripts/setup_vllm.s
 
 from __future__ import annotations
 
+from glmcot.offline import stay_offline
+
 import argparse
 import json
 import random
@@ -82,6 +84,7 @@ def run(manager, requests, block_size: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stay_offline()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=3000)
     parser.add_argument("--blocks", type=int, default=2048, help="pool size in blocks")
