@@ -21,7 +21,7 @@ ALLOWED = {
     "agents": {"contract", "graph", "data", "llm"},
     "vllm_plugin": {"contract"},
     "eval": {"contract", "graph", "data", "engine", "llm", "agents", "benchmarks", "offline"},
-    "benchmarks": {"contract", "graph", "data", "engine", "llm", "agents", "eval", "serve", "offline"},
+    "benchmarks": {"contract", "graph", "data", "engine", "llm", "agents", "eval", "serve", "offline", "vllm_plugin"},
     "serve": {"contract", "graph", "data", "engine", "llm", "agents", "eval", "offline"},
     "cli": {"contract", "graph", "data", "engine", "llm", "agents", "eval", "serve", "benchmarks", "offline"},
 }
