@@ -32,6 +32,9 @@ serve_commands.register(app)
 
 
 def main() -> None:
+    from glmcot.offline import stay_offline
+
+    stay_offline()
     app()
 
 

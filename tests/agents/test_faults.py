@@ -43,6 +43,13 @@ BAD_SNIPPETS = {
     "imports": ("<code>\nimport os\nprint(os.getcwd())\n</code>", "code_error"),
     "escapes": ("<code>\nprint(().__class__.__bases__[0].__subclasses__())\n</code>", "code_error"),
     "prints_nothing": ("<code>\nx = 1\n</code>", "code_error"),
+    # Deep nesting under the size cap (RecursionError/MemoryError in the parent before).
+    "deep_not": ("<code>\nx = " + "not " * 1900 + "1\n</code>", "code_error"),
+    "deep_minus": ("<code>\n" + "-" * 7000 + "1\n</code>", "code_error"),
+    "deep_plus": ("<code>\nx = " + "+".join(["1"] * 3900) + "\n</code>", "code_error"),
+    "deep_strip": ('<code>\nx = "a"' + ".strip()" * 900 + "\n</code>", "code_error"),
+    # No tag: parse_code tries the whole reply as Python.
+    "deep_untagged": ("-" * 7000 + "1", "unexpected_output"),
 }
 
 
@@ -122,3 +129,47 @@ def test_unexpected_backend_exceptions_become_backend_errors(context, scripted, 
         result = agent.answer(records[0]["question"], "t-0")
         assert result.failure == "backend_error"
         assert "ValueError" in result.failure_detail
+
+
+@pytest.mark.timeout(120)
+def test_graphcot_survives_a_200k_character_action(context, scripted, records):
+    # A quadratic action parser took minutes on this; now one step costs a linear scan.
+    fuzz = Fuzz(scripted, "graphcot-action", "A" * 200_000)
+    result = GraphCoTAgent(fuzz, context, AgentConfig(domain="dblp", graphcot_max_steps=2)).answer(records[0]["question"], "t-0")
+    assert result.failure == "step_limit"
+    assert result.answer == ""
+
+
+@pytest.mark.parametrize("agent, text", [
+    ("graphcot-action", "NodeFeature[\ud800, title]"),
+    ("graphcot-action", "RetrieveNode[\ud800]"),
+    ("graphcot-thought", "I need \udc80 the paper."),
+])
+def test_graphcot_lone_surrogates_in_llm_output_never_raise(context, scripted, records, agent, text):
+    fuzz = Fuzz(scripted, agent, text)
+    result = GraphCoTAgent(fuzz, context, AgentConfig(domain="dblp", graphcot_max_steps=2)).answer(records[0]["question"], "t-0")
+    assert result.failure in (None, "step_limit")
+    # Everything the agent keeps is valid text (a trace row can be written as UTF-8).
+    import json
+
+    json.dumps(result.to_dict(), ensure_ascii=False).encode("utf-8")
+
+
+def test_glm_lone_surrogates_become_replacement_characters(context, scripted, records):
+    fuzz = Fuzz(scripted, "act", '<code>\nprint("\ud800 found")\n</code>')
+    result = GLMAgent(fuzz, context, AgentConfig(domain="dblp")).answer(records[0]["question"], qid="t-0")
+    assert result.failure is None
+    assert result.answer == "\ufffd found"
+    fuzz = Fuzz(scripted, "act", '<code>\nprint("\\ud800" + " printed")\n</code>')
+    result = GLMAgent(fuzz, context, AgentConfig(domain="dblp")).answer(records[0]["question"], qid="t-0")
+    assert result.failure is None and result.answer == "\ufffd printed"
+    result = GLMAgent(scripted, context, AgentConfig(domain="dblp")).answer("Who wrote \ud800?", qid="t-0")
+    assert "\ud800" not in result.question
+
+
+def test_graphcot_lone_surrogate_in_the_question(context, scripted, records):
+    result = GraphCoTAgent(scripted, context, AgentConfig(domain="dblp", graphcot_max_steps=2)).answer("Who wrote \ud800?", "t-0")
+    assert "\ud800" not in result.question
+    import json
+
+    json.dumps(result.to_dict(), ensure_ascii=False).encode("utf-8")

@@ -54,3 +54,13 @@ def test_exec_command(tmp_path, graph_dir):
     assert payload["ok"] is False and payload["error"]["kind"] == "rejected"
     result = runner.invoke(app, ["exec", "--graph", str(tmp_path / "nope"), str(snippet)])
     assert result.exit_code != 0 and "no graph directory" in result.output
+
+
+def test_exec_prints_a_deep_nesting_rejection_not_a_traceback(tmp_path, graph_dir):
+    snippet = tmp_path / "deep.py"
+    snippet.write_text("x = " + "not " * 1900 + "1\n")
+    result = CliRunner().invoke(app, ["exec", "--graph", str(graph_dir), "--retriever", "lexical", str(snippet)])
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "error (rejected)" in result.output and "nests too deeply" in result.output
+    assert "Traceback" not in result.output

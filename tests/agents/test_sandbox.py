@@ -177,16 +177,81 @@ def test_call_limit(graph_dir):
         assert not result.ok and result.error["kind"] == "calls"
 
 
-def test_retrieval_time_does_not_count_against_wall_time(graph_dir):
-    with SandboxExecutor(graph_dir, workers=1, limits=SandboxLimits(wall_s=1.0)) as executor:
+def test_retrieval_time_is_reported(graph_dir):
+    with SandboxExecutor(graph_dir, workers=1, limits=SandboxLimits(wall_s=30.0)) as executor:
         def slow(text):
-            time.sleep(1.5)
+            time.sleep(0.5)
             return "p1"
 
         result = executor.run('print(NodeFeature(RetrieveNode("x"), "year"))', resolve=slow)
         assert result.ok, result.error
         assert result.output == "2019\n"
-        assert result.retrieval_s >= 1.4
+        assert result.retrieval_s >= 0.4
+
+
+@pytest.mark.timeout(120)  # a hang guard: the snippet must stop at its own wall limit
+def test_retrieval_time_counts_against_the_wall_limit(graph_dir):
+    import threading
+
+    release = threading.Event()
+    calls = []
+
+    def stuck(text):
+        calls.append(text)
+        release.wait(60)
+        return "p1"
+
+    with SandboxExecutor(graph_dir, workers=1, limits=SandboxLimits(wall_s=1.0)) as executor:
+        try:
+            result = executor.run('for i in range(8):\n    print(RetrieveNode("q" + str(i)))', resolve=stuck)
+        finally:
+            release.set()
+        assert not result.ok
+        assert result.error["kind"] == "timeout"
+        # Cut during the first resolution (or before it, on a loaded machine): the deadline was
+        # not extended by the time the parent spent resolving.
+        assert calls in ([], ["q0"])
+        # The pool recovers with a fresh worker.
+        assert executor.run("print(1)").output == "1\n"
+
+
+def test_retrieve_query_length_is_bounded(graph_dir):
+    calls = []
+
+    def resolve(text):
+        calls.append(text)
+        return "p1"
+
+    with SandboxExecutor(graph_dir, workers=1, limits=SandboxLimits(wall_s=30.0, memory_mb=256)) as executor:
+        # The issue's payload: a 20 MB query (eight times); refused in the worker, never sent.
+        result = executor.run('q = "x" * 20000000\nfor i in range(8):\n    RetrieveNode(q)', resolve=resolve)
+        assert not result.ok
+        assert result.error["type"] == "ValueError" and result.error["line"] == 3
+        assert "20000000 characters; at most 2000" in result.error["message"]
+        assert calls == []
+        # The parent checks too (a worker is not trusted to): no resolution, a clear refusal.
+        assert executor._resolve(resolve, "y" * 2001, time.perf_counter() + 30) == [False, "the RetrieveNode text is 2001 characters; at most 2000"]
+        assert calls == []
+        assert executor.run('print(RetrieveNode("' + "z" * 2000 + '"))', resolve=resolve).output == "p1\n"
+        assert calls == ["z" * 2000]
+
+
+def test_lone_surrogate_printed_by_a_snippet_keeps_worker_and_output(graph_dir):
+    seen = []
+
+    def resolve(text):
+        seen.append(text)
+        return "p1"
+
+    with SandboxExecutor(graph_dir, workers=1) as executor:
+        result = executor.run('print("before")\nprint("\\ud800" + "\\ud83d\\ude00")\nprint(1 / 0)')
+        assert result.error["kind"] == "exception" and result.error["type"] == "ZeroDivisionError"
+        assert result.output == "before\n\ufffd\U0001f600\n"  # lone: U+FFFD; a split pair: its character
+        result = executor.run('print(RetrieveNode("a\\udc80b"))', resolve=resolve)
+        assert result.ok and result.output == "p1\n"
+        assert seen == ["a\ufffdb"]
+        assert executor.replaced == 0  # the worker was never lost
+        result.output.encode("utf-8")
 
 
 def test_concurrent_snippets(sandbox):
@@ -195,3 +260,130 @@ def test_concurrent_snippets(sandbox):
     with ThreadPoolExecutor(4) as pool:
         outputs = list(pool.map(lambda i: sandbox.run(f"print({i} * 2)").output, range(8)))
     assert outputs == [f"{i * 2}\n" for i in range(8)]
+
+
+# Deep nesting under the size cap: the parser, AST conversion and compile() recurse on it.
+DEEP = {
+    "not_chain": "x = " + "not " * 1900 + "1",
+    "unary_minus": "-" * 7000 + "1",
+    "plus_chain": "x = " + "+".join(["1"] * 3900),
+    "method_chain": 'x = "a"' + ".strip()" * 900,
+    "nested_parens": "x = " + "(" * 150 + "1" + ")" * 150,
+    "nested_lists": "x = " + "[" * 120 + "]" * 120,
+    "fstring_expression": 'x = f"{' + "-" * 3000 + '1}"',
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEEP))
+def test_deep_nesting_is_a_rejection_not_a_recursion_error(name):
+    code = DEEP[name]
+    assert len(code) <= 8000  # under the size cap: the nesting bound is what rejects it
+    with pytest.raises(SnippetRejected) as info:
+        check_snippet(code)
+    assert "nests too deeply" in info.value.message
+
+
+@pytest.mark.parametrize("name", ["not_chain", "unary_minus", "plus_chain", "method_chain"])
+def test_executor_returns_deep_nesting_as_rejected(sandbox, name):
+    result = sandbox.run(DEEP[name])
+    assert not result.ok
+    assert result.error["kind"] == "rejected"
+    assert "nests too deeply" in result.error["message"]
+    # The pool still works.
+    assert sandbox.run("print(1 + 2)").output == "3\n"
+
+
+def test_nesting_estimate_is_one_linear_pass():
+    from glmcot.agents.sandbox.policy import MAX_ESTIMATED_NESTING, estimated_nesting
+
+    # Stops as soon as the bound is passed, and normal code stays far below it.
+    assert estimated_nesting("-" * 1_000_000 + "1") == MAX_ESTIMATED_NESTING + 1
+    normal = 'p = RetrieveNode("x")\nfor a in NeighbourCheck(p, "author"):\n    if NodeDegree(a, "paper") > 2 and a != p:\n        print(", ".join(sorted(NodeFeature(a, "name").split())))\n'
+    assert estimated_nesting(normal * 50) < 30
+    # Long flat expressions (separated by commas) are not nesting.
+    assert estimated_nesting("x = [" + ", ".join(["-1"] * 1500) + "]") < 10
+
+
+def test_reasonable_nesting_still_runs(sandbox):
+    code = "x = " + " + ".join(["1"] * 40) + "\nprint(" + "(" * 20 + "x" + ")" * 20 + ")"
+    result = sandbox.run(code)
+    assert result.ok, result.error
+    assert result.output == "40\n"
+
+
+def test_lone_surrogate_in_snippet_source_is_rejected(sandbox):
+    result = sandbox.run('x = 1\nprint("\ud800")')
+    assert not result.ok and result.error["kind"] == "rejected"
+    assert "surrogate" in result.error["message"] and result.error["line"] == 2
+
+
+# Defence in depth: the worker process itself (Linux /proc is how the test looks inside it).
+needs_proc = pytest.mark.skipif(not __import__("os").path.isdir("/proc/self/fd"), reason="needs Linux /proc")
+
+
+@needs_proc
+def test_worker_environment_has_no_api_keys(graph_dir, monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-parent-secret")
+    monkeypatch.setenv("GLMCOT_LLM_API_KEY", "parent-secret")
+    monkeypatch.setenv("HF_TOKEN", "hf-parent-secret")
+    with SandboxExecutor(graph_dir, workers=1) as executor:
+        (pid,) = executor.worker_pids()
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+        names = {entry.split(b"=", 1)[0].decode() for entry in raw.split(b"\0") if entry}
+        assert not names & {"OPENAI_API_KEY", "GLMCOT_LLM_API_KEY", "HF_TOKEN"}
+        assert b"secret" not in raw
+        assert names <= {"PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONUTF8", "PATH", "LANG", "OMP_NUM_THREADS",
+                         "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONHOME", "SYSTEMROOT", "LD_LIBRARY_PATH"}
+        # And it still works: graph, features, retrieval.
+        result = executor.run('print(NodeFeature(RetrieveNode("x"), "title"))', resolve=lambda text: "p3")
+        assert result.output == "Fast Graph Sampling\n"
+
+
+def _limits(pid: int) -> dict[str, tuple[str, str]]:
+    from pathlib import Path
+
+    rows = {}
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines()[1:]:
+        parts = line[26:].split()
+        rows[line[:26].strip()] = (parts[0], parts[1])
+    return rows
+
+
+@needs_proc
+def test_worker_has_process_file_size_and_open_file_limits(graph_dir):
+    import resource
+
+    with SandboxExecutor(graph_dir, workers=1) as executor:
+        # Touch every feature kind first: columns open lazily, under the limits.
+        result = executor.run('for p in ["p1", "p2"]:\n    print(NodeInfo(p))\nprint(NodeInfo("a1"), NodeInfo("v1"))')
+        assert result.ok, result.error
+        (pid,) = executor.worker_pids()
+        limits = _limits(pid)
+        assert limits["Max processes"] == ("0", "0")
+        assert limits["Max file size"] == ("0", "0")
+        assert limits["Max core file size"] == ("0", "0")
+        soft, hard = limits["Max open files"]
+        assert soft == hard and int(soft) < min(resource.getrlimit(resource.RLIMIT_NOFILE)[0], 1024)
+        assert limits["Max data size"][0] != "unlimited"
+        # The worker keeps running snippets under them.
+        assert executor.run("print(sum(range(10)))").output == "45\n"
+
+
+@needs_proc
+def test_open_file_limit_leaves_room_for_every_store_file(tmp_path):
+    """Columns open lazily, after the limit is set, and a mapped file holds two descriptors: a
+    node with many string features must still be readable in full."""
+    from glmcot.graph.writer import StoreWriter
+
+    store = tmp_path / "wide"
+    names = [f"f{i}" for i in range(80)]
+    with StoreWriter(store) as writer:
+        writer.add_nodes("item", ["i1", "i2"], {name: [f"{name} of i1", f"{name} of i2"] for name in names})
+        writer.set_text_key("item", "f0")
+    with SandboxExecutor(store, workers=1) as executor:
+        code = "for name in [" + ", ".join(f'"{n}"' for n in names) + "]:\n    print(NodeFeature(\"i2\", name))"
+        result = executor.run(code)
+        assert result.ok, result.error
+        assert result.output.splitlines() == [f"{name} of i2" for name in names]

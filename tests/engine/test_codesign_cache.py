@@ -8,9 +8,9 @@ import pytest
 from glmcot.engine import EngineConfig
 from glmcot.engine.cache.block_pool import BlockPool
 from glmcot.engine.cache.chunk_index import ChunkEntry
-from glmcot.engine.cache.eviction import make_eviction_policy
+from glmcot.engine.cache.policies import make_eviction_policy
 from glmcot.engine.cache.kv_cache_manager import KVCacheManager
-from glmcot.engine.cache.priority import PriorityEviction
+from glmcot.engine.cache.priority import FreeQueue, PriorityEviction
 from glmcot.engine.cache.sessions import SessionLevels
 from glmcot.engine.core.request import Request, SegmentSpan
 from glmcot.engine.sampling_params import SamplingParams
@@ -206,5 +206,5 @@ def test_evicting_one_block_of_a_chunk_drops_the_entry_and_empties_its_siblings(
     assert victim is blocks[2]  # tail first
     assert pool.chunks.lookup("v:1", entry.token_ids) is None and len(pool.chunks) == 0
     assert all(b.key is None for b in blocks)
-    assert pool.policy.level_of_free(blocks[0]) == 0  # now empty, reused before any cached block
+    assert pool.policy.queue_of_free(blocks[0]) == FreeQueue.EMPTY  # now empty, reused before any cached block
     assert pool.stats()["evictions"] == 1 and pool.stats()["evictions_p3"] == 1

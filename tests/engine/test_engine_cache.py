@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from glmcot.engine.cache.block_pool import BlockPool
-from glmcot.engine.cache.eviction import LRUEviction, make_eviction_policy
+from glmcot.engine.cache.eviction import LRUEviction
+from glmcot.engine.cache.policies import make_eviction_policy
 from glmcot.engine.cache.kv_cache_manager import KVCacheManager
 from glmcot.engine.core.request import Request, SegmentSpan
 from glmcot.engine.sampling_params import SamplingParams

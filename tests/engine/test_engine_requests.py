@@ -163,3 +163,112 @@ def test_half_precision_runs(dtype):
     assert next(llm.engine.model.parameters()).dtype == getattr(torch, dtype)
     out = llm.generate(["Who wrote", "The graph"], SamplingParams(max_tokens=6, ignore_eos=True))
     assert [len(o.token_ids) for o in out] == [6, 6]
+
+
+def test_tiny_temperatures_are_greedy_and_bad_ones_refused(llm):
+    greedy = llm.generate("hello", SamplingParams(max_tokens=8, ignore_eos=True))[0]
+    for temperature in (1e-300, 1e-38, 1e-6):
+        tiny = llm.generate("hello", SamplingParams(temperature=temperature, max_tokens=8, ignore_eos=True))[0]
+        assert tiny.token_ids == greedy.token_ids and tiny.finish_reason == "length"
+    for bad in (float("nan"), float("inf"), -1.0):
+        with pytest.raises(ValueError, match="temperature"):
+            SamplingParams(temperature=bad)
+
+
+def test_sampling_a_non_finite_row_falls_back_to_its_argmax():
+    import torch
+
+    from glmcot.engine.core.request import Request
+    from glmcot.engine.core.sampler import sample
+
+    logits = torch.tensor([[0.0, 3.0, float("nan")], [float("inf"), 0.0, 1.0], [1e38, -1e38, 0.0]])
+    requests = [Request(f"r{i}", [1], SamplingParams(temperature=0.5, seed=i)) for i in range(3)]
+    for request in requests:
+        request.generator = torch.Generator().manual_seed(0)
+    tokens = sample(logits, requests)
+    assert all(isinstance(t, int) and 0 <= t < 3 for t in tokens)
+    assert tokens[1] == 0 and tokens[2] == 0
+
+
+def test_one_requests_sampling_or_detokenising_failure_fails_it_alone(monkeypatch):
+    from glmcot.engine.async_engine import RequestFailedError
+    from glmcot.engine.core import detokenizer, sampler
+
+    real_row, real_add = sampler.sample_row, detokenizer.TextStream.add_token
+
+    def row(logits, greedy, request):
+        if request.sampling.seed == 666:
+            raise RuntimeError("sampler exploded")
+        return real_row(logits, greedy, request)
+
+    def add_token(self, token_id):
+        if "BOOM" in self.stop:
+            raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "detokeniser exploded")
+        return real_add(self, token_id)
+
+    monkeypatch.setattr(sampler, "sample_row", row)
+    monkeypatch.setattr(detokenizer.TextStream, "add_token", add_token)
+    with AsyncEngine(EngineConfig(model=MODEL, num_threads=2, max_model_len=256)) as engine:
+        good = [engine.submit(f"prompt {i}", SamplingParams(temperature=1.0, seed=i, max_tokens=6, ignore_eos=True))
+                for i in range(3)]
+        bad_sample = engine.submit("x", SamplingParams(temperature=1.0, seed=666, max_tokens=6))
+        bad_text = engine.submit("y", SamplingParams(max_tokens=6, stop=["BOOM"]))
+        with pytest.raises(RequestFailedError, match="sampler exploded"):
+            bad_sample.result(timeout=120)
+        with pytest.raises(RequestFailedError, match="detokeniser exploded"):
+            bad_text.result(timeout=120)
+        assert [len(f.result(timeout=120).token_ids) for f in good] == [6, 6, 6]
+        after = engine.submit("z", SamplingParams(max_tokens=3, ignore_eos=True)).result(timeout=120)
+        assert len(after.token_ids) == 3  # the loop is still alive
+        assert engine.stats()["blocks_used"] == 0
+
+
+def test_a_failed_request_in_the_sync_engine_reports_why(llm, monkeypatch):
+    from glmcot.engine.core import sampler
+
+    real_row = sampler.sample_row
+    monkeypatch.setattr(sampler, "sample_row", lambda logits, greedy, request: (_ for _ in ()).throw(
+        ValueError("bad row")) if request.sampling.seed == 7 else real_row(logits, greedy, request))
+    ok, failed = llm.generate(["a", "b"], [SamplingParams(max_tokens=3, ignore_eos=True),
+                                           SamplingParams(temperature=1.0, seed=7, max_tokens=3)])
+    assert len(ok.token_ids) == 3 and ok.error is None
+    assert failed.finish_reason == "error" and "bad row" in failed.error
+    assert not llm.engine.has_unfinished()
+
+
+def test_logprobs_are_the_models_log_softmax(llm, monkeypatch):
+    import torch
+
+    from glmcot.engine.core import llm_engine
+
+    seen = []
+    real = llm_engine.sample
+
+    def capture(logits, requests):
+        seen.append(logits.clone())
+        return real(logits, requests)
+
+    monkeypatch.setattr(llm_engine, "sample", capture)
+    out = llm.generate("The graph", SamplingParams(max_tokens=5, ignore_eos=True, logprobs=3))[0]
+    assert len(out.logprobs) == len(out.token_ids) == 5 and len(seen) == 5
+    for entry, token, logits in zip(out.logprobs, out.token_ids, seen):
+        expected = torch.log_softmax(logits[0].float(), dim=-1)
+        assert entry.token_id == token
+        assert entry.logprob == pytest.approx(float(expected[token]), abs=1e-5)
+        assert len(entry.top) == 3 and entry.top[0][0] == token   # greedy: the likeliest token
+        assert entry.logprob == pytest.approx(max(lp for _, lp in entry.top), abs=1e-6)
+        assert [lp for _, lp in entry.top] == sorted((lp for _, lp in entry.top), reverse=True)
+    plain = llm.generate("The graph", SamplingParams(max_tokens=5, ignore_eos=True))[0]
+    assert plain.logprobs is None and plain.token_ids == out.token_ids
+    with pytest.raises(ValueError, match="logprobs"):
+        SamplingParams(logprobs=21)
+
+
+def test_ended_sessions_are_forgotten_beyond_a_bound(llm):
+    from glmcot.engine.cache.sessions import MAX_ENDED_SESSIONS
+
+    levels = llm.engine.levels
+    for i in range(MAX_ENDED_SESSIONS + 500):
+        llm.end_session(f"session-{i}")
+    assert len(levels.ended) == MAX_ENDED_SESSIONS
+    assert "session-0" not in levels.ended and f"session-{MAX_ENDED_SESSIONS + 499}" in levels.ended

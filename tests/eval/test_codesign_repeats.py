@@ -1,23 +1,19 @@
-"""benchmarks/codesign_repeats.py pools the same-run repeats of several codesign.py results by
+"""glmcot.benchmarks.codesign_repeats pools the same-run repeats of several codesign.py results by
 setting, pairs old results again from their runs, and rejects files it cannot use."""
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-BENCHMARKS = str(Path(__file__).resolve().parents[2] / "benchmarks")
-
 
 @pytest.fixture()
 def repeats():
-    if BENCHMARKS not in sys.path:
-        sys.path.insert(0, BENCHMARKS)
-    return importlib.import_module("codesign_repeats")
+    from glmcot.benchmarks import codesign_repeats
+
+    return codesign_repeats
 
 
 PAPER = {"priority_miss_pct": -15.1, "priority_throughput_pct": 14.3}

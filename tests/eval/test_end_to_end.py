@@ -18,7 +18,7 @@ def cache_env(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def dblp(cache_env):
-    from glmcot.eval.demo import DEMO_SCALE, DEMO_SEED, ensure_dataset
+    from glmcot.eval.workload import DEMO_SCALE, DEMO_SEED, ensure_dataset
 
     return ensure_dataset("dblp", DEMO_SCALE, DEMO_SEED, Path(cache_env["GLMCOT_CACHE"]))
 
@@ -79,3 +79,12 @@ def test_ask_with_random_weights_shows_trace_and_no_traceback(cache_env, dblp):
     assert result.exit_code == 0, result.output
     assert "trace" in result.output and "LLM classify" in result.output
     assert "answer:" in result.output and "Traceback" not in result.output
+
+
+def test_ask_against_a_server_that_is_not_there_fails_at_once_in_one_line(cache_env, dblp):
+    result = CliRunner().invoke(app, ["ask", "Who wrote the paper about swarm robotics?", "--graph", str(dblp),
+                                      "--llm", "http://127.0.0.1:9/v1", "--llm-model", "m"], env=cache_env)
+    assert result.exit_code == 2, result.output
+    output = " ".join(result.output.split())
+    assert "cannot connect to http://127.0.0.1:9/v1" in output and "Traceback" not in output
+    assert "LLM calls" not in output and "(no answer)" not in output   # nothing ran

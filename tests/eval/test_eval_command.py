@@ -76,3 +76,149 @@ def test_eval_table_output_and_scripted_judge_error(tmp_path: Path, table_server
                                         "--out", str(tmp_path / "s")])
     assert scripted.exit_code == 2
     assert "gold plans" in " ".join(scripted.output.split())
+
+
+class BrokenModel:
+    """An OpenAI-compatible server that lists its model and then fails every completion (or, once
+    `fixed`, answers "sunny")."""
+
+    def __init__(self):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        outer = self
+        self.fixed = False
+        self.posts = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, status, data):
+                body = json.dumps(data).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):
+                self._send(200, {"object": "list", "data": [{"id": "table-model", "object": "model"}]})
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                outer.posts += 1
+                if not outer.fixed:
+                    self._send(400, {"error": {"message": "prompt is longer than the model's context"}})
+                    return
+                self._send(200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": "sunny"},
+                                              "finish_reason": "stop"}],
+                                 "usage": {"prompt_tokens": 3, "completion_tokens": 1}})
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+def test_eval_checks_the_backend_before_the_run(tmp_path: Path, table_server):
+    url, _ = table_server
+    questions = _write_questions(tmp_path / "q.jsonl")
+    base = ["eval", "--questions", str(questions), "--method", "base", "--no-judge", "--out", str(tmp_path / "o")]
+    down = CliRunner().invoke(app, base + ["--llm", "http://127.0.0.1:9/v1", "--llm-retries", "0"])
+    assert down.exit_code == 2
+    text = " ".join(down.output.split())
+    assert "cannot connect to http://127.0.0.1:9/v1" in text and "Traceback" not in text
+    unknown = CliRunner().invoke(app, base + ["--llm", url, "--llm-model", "gpt-9"])
+    assert unknown.exit_code == 2
+    assert "'gpt-9' is not served" in " ".join(unknown.output.split())
+    assert not (tmp_path / "o" / "base.jsonl").exists()
+
+
+def test_eval_prints_every_failure_keeps_it_in_the_rows_and_resume_retries_it(tmp_path: Path):
+    server = BrokenModel()
+    try:
+        questions = _write_questions(tmp_path / "q.jsonl")
+        out = tmp_path / "o"
+        args = ["eval", "--questions", str(questions), "--method", "base", "--no-judge", "--llm", server.url,
+                "--llm-retries", "0", "--out", str(out)]
+        first = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
+        assert first.exit_code == 0, first.output
+        text = " ".join(first.output.split())
+        assert text.count("backend_error") >= 3 and "longer than the model's context" in text
+        rows = [json.loads(line) for line in (out / "base.jsonl").read_text().splitlines()]
+        assert len(rows) == 3 and all(r["failure"] == "backend_error" for r in rows)
+        assert all("longer than the model's context" in r["error"] for r in rows)
+        server.fixed = True
+        second = CliRunner().invoke(app, args + ["--json"])
+        assert second.exit_code == 0, second.output
+        summary = json.loads(second.stdout[second.stdout.index("{"):])["methods"]["base"]
+        assert summary["answered_now"] == 3 and summary["resumed"] == 0
+        assert summary["failures"]["backend_error"] == 0
+        rows = [json.loads(line) for line in (out / "base.jsonl").read_text().splitlines()]
+        assert len(rows) == 3 and all(r["failure"] is None and r["error"] is None for r in rows)
+    finally:
+        server.httpd.shutdown()
+        server.httpd.server_close()
+
+
+def test_ctrl_c_in_eval_stops_at_once_and_says_how_to_resume(tmp_path: Path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    release = threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def _send(self, data):
+            body = json.dumps(data).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            self._send({"object": "list", "data": [{"id": "table-model", "object": "model"}]})
+
+        def do_POST(self):
+            request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            if "Alpha" not in request["messages"][-1]["content"]:
+                release.wait(600)   # the other questions are still being answered at Ctrl-C
+            self._send({"choices": [{"index": 0, "message": {"role": "assistant", "content": "Ann Lee"},
+                                     "finish_reason": "stop"}], "usage": {"prompt_tokens": 3, "completion_tokens": 2}})
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    out = tmp_path / "o"
+    questions = _write_questions(tmp_path / "q.jsonl")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "glmcot.cli", "eval", "--questions", str(questions), "--method", "base", "--no-judge",
+         "--llm", f"http://127.0.0.1:{httpd.server_address[1]}/v1", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "300"})
+    try:
+        deadline = time.monotonic() + 600   # generous: only a bound against hanging forever
+        results = out / "base.jsonl"
+        while not (results.exists() and results.read_text().count("\n") >= 1):
+            assert process.poll() is None, process.stdout.read()
+            assert time.monotonic() < deadline, "the first answer never arrived"
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=600)   # would wait for the stuck questions before
+    finally:
+        release.set()
+        if process.poll() is None:
+            process.terminate()
+        httpd.shutdown()
+        httpd.server_close()
+    text = " ".join(output.split())
+    assert process.returncode == 130, output
+    assert "1 of 3 answers are saved" in text and "again" in text and "resume" in text
+    assert "Traceback" not in text
+    assert [json.loads(line)["qid"] for line in (out / "base.jsonl").read_text().splitlines()] == ["0"]

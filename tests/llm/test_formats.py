@@ -101,3 +101,110 @@ def test_clean_step_text_handles_thought_action_confusion():
     assert formats.clean_step_text(" I need X. Action 2: RetrieveNode[X]", "Thought", 2) == "I need X."
     assert formats.clean_step_text("Thought 2: find it", "Thought", 2) == "find it"
     assert formats.clean_step_text("RetrieveNode[X]\nObservation 2: made up", "Action", 2) == "RetrieveNode[X]"
+
+
+# ---- linear in the reply's length ---------------------------------------------------------------
+# Each of these took seconds to minutes with the old regular expressions (quadratic
+# backtracking); the timeout is a hang guard only, the assertions are on the results.
+
+BIG = 200_000
+
+
+@pytest.mark.timeout(60)
+def test_parse_actions_on_long_replies():
+    assert formats.parse_actions("A" * BIG) == []
+    assert formats.parse_actions("RetrieveNode[" + "x" * BIG) == [Action("RetrieveNode", "x" * BIG)]
+    assert formats.parse_actions("Action" + " " * BIG + "x") == []  # not a label: no colon
+    assert formats.parse_actions("Action 1:" + " " * BIG + "Finish[yes]") == [Action("Finish", "yes")]
+    long_call = "NodeFeature[p1, " + "t" * BIG + "]"
+    assert formats.parse_actions(long_call) == [Action("NodeFeature", "p1, " + "t" * BIG)]
+    many = ", ".join(["NodeDegree[p1, author]"] * 8000)
+    assert formats.parse_actions(many) == [Action("NodeDegree", "p1, author")] * 8000
+    assert formats.clean_step_text("x Thought" + " " * BIG + "y", "Action", 1) == "x Thought" + " " * BIG + "y"
+    assert formats.clean_step_text("go Thought " + "7" * BIG + ": stop", "Action", 1) == "go"
+
+
+@pytest.mark.timeout(60)
+def test_parse_reasoning_on_long_replies():
+    with pytest.raises(FormatError):
+        formats.parse_reasoning("\n" * BIG)
+    assert formats.parse_reasoning("\n" * BIG + "Answer: 42") == formats.Reasoning(answer="42")
+    assert formats.parse_reasoning("<answer>a" + " " * BIG + "b") == formats.Reasoning(answer="a" + " " * BIG + "b")
+    assert formats.parse_reasoning("<missing>" + "\n" * BIG + "x</missing>") == formats.Reasoning(missing="x")
+    assert formats.parse_first_missing("<missing>a" + " " * BIG + "b") == "a" + " " * BIG + "b"
+    assert formats.parse_reasoning("missing" + " " * BIG + ": the year") == formats.Reasoning(missing="the year")
+
+
+@pytest.mark.timeout(60)
+def test_parse_code_and_facts_on_long_replies():
+    with pytest.raises(FormatError):
+        formats.parse_code("```" + " " * BIG + "x")
+    assert formats.parse_code("```" + " " * BIG + "\nprint(1)\n```") == "print(1)"
+    assert formats.parse_fact('<fact n="1">\nNeeded: ' + "\nFound:\n" * (BIG // 8)) is None
+    fact = formats.render_fact(3, "the year", "2019")
+    assert formats.parse_fact("\nFound:\n" * 1000 + fact) == (3, "the year", "2019")
+
+
+def test_linear_parsers_agree_with_the_original_expressions():
+    """The rewritten parsers return what the original (quadratic) regular expressions did, on
+    random strings built from the pieces that matter."""
+    import random
+    import re
+
+    old_tag = re.compile(r"<(answer|missing)>\s*(.*?)\s*(?:</\1>|<(?:answer|missing)>|$)", re.DOTALL | re.IGNORECASE)
+    old_plain = re.compile(r"^\s*(?:final\s+)?(answer|missing(?:\s+information)?)\s*[:：]\s*(.+)", re.IGNORECASE | re.MULTILINE)
+    old_call = re.compile(r"(\w+)\[(.*?)\]")
+
+    def old_clean(text, kind):
+        body = formats.strip_thinking(text).strip()
+        body = re.sub(rf"^\s*{kind}\s*\d*\s*:\s*", "", body, flags=re.IGNORECASE)
+        other = "Action" if kind == "Thought" else "Observation|Thought"
+        body = re.split(rf"\b(?:{other})\s*\d*\s*:", body, maxsplit=1)[0]
+        return body.strip().splitlines()[0].strip() if body.strip() else ""
+
+    pieces = ["<answer>", "</answer>", "<missing>", "</Missing>", "Answer", "answer:", "Final ", "missing information",
+              ":", "：", " ", "\n", "x", "y1", "[", "]", "A[", "Action", "Action 2:", "Thought", "Thought 3 :",
+              "Observation:", "_", "é", "\t", "3", "Finish[", "finish"]
+    generator = random.Random(7)
+    for _ in range(5000):
+        text = "".join(generator.choice(pieces) for _ in range(generator.randint(0, 12)))
+        assert [(k, v.strip()) for k, v in old_tag.findall(text)] == [(k, v.strip()) for k, v in formats._TAG.findall(text)], text
+        assert [(k, v.strip()) for k, v in old_plain.findall(text)] == [(k, v.strip()) for k, v in formats._PLAIN.findall(text)], text
+        assert old_call.findall(text) == formats._bracket_calls(text), text
+        for kind in ("Action", "Thought"):
+            assert old_clean(text, kind) == formats.clean_step_text(text, kind, 0), text
+
+
+def _split(pieces):
+    from glmcot.llm.types import LineSplitter
+
+    lines = []
+    splitter = LineSplitter(None, lines.append)
+    for piece in pieces:
+        splitter.feed(piece)
+    splitter.finish()
+    return lines
+
+
+def test_line_splitter_gives_each_line_once():
+    import random
+
+    assert _split(["ab", "c\nd", "e\n\nf", "\n"]) == ["abc", "de", "", "f"]
+    assert _split(["x"]) == ["x"] and _split(["x\n"]) == ["x"] and _split([]) == []
+    generator = random.Random(3)
+    for _ in range(2000):
+        text = "".join(generator.choice(["a", "b", "\n", "cd"]) for _ in range(generator.randint(0, 30)))
+        cuts = sorted(generator.sample(range(len(text) + 1), min(len(text) + 1, generator.randint(0, 6))))
+        pieces = [text[i:j] for i, j in zip([0] + cuts, cuts + [len(text)])]
+        expected = text.split("\n")
+        if expected and expected[-1] == "":
+            expected.pop()
+        assert _split(pieces) == expected, pieces
+
+
+@pytest.mark.timeout(60)
+def test_line_splitter_is_linear_on_long_replies():
+    # One 200k-character reply of blank lines (each line used to copy the rest of the buffer), and
+    # a 200k-piece stream of one long line (each piece used to re-scan and copy the buffer).
+    assert _split(["\n" * BIG + "x"]) == [""] * BIG + ["x"]
+    assert _split(["ab"] * BIG) == ["ab" * BIG]

@@ -18,6 +18,7 @@ class Counter:
 class Server:
     def __init__(self):
         self.failures = 0  # next N requests answer 503
+        self.truncations = 0  # next N streams close cleanly mid-answer (no finish, no [DONE])
         self.requests = []
         self.usage = True
         self.owner = None  # "glmcot" makes /models say this is glmcot serve
@@ -74,6 +75,13 @@ class Server:
                 pieces = ["<answer>Ada", " Park\nsecond", " line</answer>"]
                 if body.get("forced_text") is not None:
                     pieces = [text[:3], text[3:]]
+                if outer.truncations > 0:
+                    outer.truncations -= 1
+                    pieces = pieces[:1]
+                    for piece in pieces:
+                        choice = {"delta": {"content": piece}} if chat else {"text": piece}
+                        self.wfile.write(f"data: {json.dumps({'choices': [choice]})}\n\n".encode())
+                    return
                 for piece in pieces:
                     choice = {"delta": {"content": piece}} if chat else {"text": piece}
                     chunk = {"choices": [choice], "system_fingerprint": fingerprint}
@@ -174,7 +182,7 @@ def test_forced_text_is_refused_by_other_servers(server):
 def glmcot_req(**kw):
     segments = [Segment("P1 ", 1), Segment("node text ", 2, "vertex:7"), Segment("Question?", 4)]
     return LLMRequest(segments=segments, stop=["</answer>"], session="q#1",
-                      metadata={"qid": "q", "priority": 2}, **kw)
+                      metadata={"qid": "q"}, priority=2, **kw)
 
 
 def test_glmcot_server_is_detected_and_gets_segments_session_and_forced_text(server):
@@ -234,3 +242,35 @@ def test_spec_openai_glmcot_forces_the_extras(server):
         make_backend("openai+vllm:" + server.url)
     scripted = make_backend("scripted+openai+glmcot:" + server.url, questions=[{"qid": "q"}], model="m")
     assert scripted.inner.glmcot_extras and scripted.inner.mode == "chat"
+
+
+def test_a_stream_cut_short_is_retried_never_taken_as_the_answer(server):
+    server.truncations = 1
+    backend = OpenAIBackend(server.url, mode="completions", model="m", backoff_s=0.01, counter=Counter(),
+                            stream=True)
+    assert backend.complete(req()).text == "<answer>Ada Park\nsecond line"
+    assert len(server.requests) == 2
+    server.truncations = 5
+    stubborn = OpenAIBackend(server.url, model="m", backoff_s=0.01, max_retries=1, counter=Counter(), stream=True)
+    with pytest.raises(LLMError, match="without \\[DONE\\] or a finish reason"):
+        stubborn.complete(req())
+
+
+def test_timeout_and_retries_are_options(server):
+    server.failures = 10
+    backend = make_backend("openai:" + server.url, model="m", max_retries=0, timeout_s=7.5, counter=Counter())
+    assert backend.timeout_s == 7.5
+    with pytest.raises(LLMError, match="503"):
+        backend.complete(req())
+    assert len(server.requests) == 1
+
+
+def test_check_says_why_a_backend_cannot_answer(server):
+    OpenAIBackend(server.url, model="tiny-model").check()
+    OpenAIBackend(server.url).check()
+    with pytest.raises(LLMError, match="'other' is not served .* it serves tiny-model"):
+        OpenAIBackend(server.url, model="other").check()
+    with pytest.raises(LLMError, match="404.*try .*/v1"):
+        OpenAIBackend(server.url[: -len("/v1")]).check()
+    with pytest.raises(LLMError, match="cannot connect to http://127.0.0.1:9/v1"):
+        OpenAIBackend("http://127.0.0.1:9/v1", model="m").check()

@@ -35,7 +35,7 @@ def engine():
     engine.shutdown()
 
 
-def idle(engine, timeout=20.0):
+def idle(engine, timeout=600.0):
     """Waits until the engine runs nothing and returns its stats. `AsyncEngine.stats()` is a
     snapshot taken after each step, so a one-token request is run first to refresh it."""
     import time

@@ -9,6 +9,7 @@ from typing import Callable
 
 from glmcot.agents.records import QuestionResult
 from glmcot.llm import LLMBackend, LLMError, LLMRequest, LLMResponse, Segment
+from glmcot.llm.formats import valid_text
 from glmcot.llm.replay import prompt_hash
 
 
@@ -43,6 +44,7 @@ class QuestionRun:
     def __init__(self, backend: LLMBackend, question: str, qid: str | None, method: str, prompt_names: dict[str, str],
                  on_event: Callable[[dict], None] | None = None):
         self.backend = backend
+        question = valid_text(question)
         self.question = question
         self.qid = qid
         self.session = f"{qid or 'q'}#{uuid.uuid4().hex[:8]}"
@@ -79,6 +81,10 @@ class QuestionRun:
             raise
         except Exception as error:  # e.g. the engine refusing a prompt that can never fit
             raise LLMError(f"{type(error).__name__}: {error}") from error
+        text = valid_text(response.text)
+        if text is not response.text:
+            # The reply is untrusted text: from here on (parsers, prompts, traces) it is valid Unicode.
+            response.text = text
         result = self.result
         result.llm_calls += 1
         result.calls_by_agent[agent] = result.calls_by_agent.get(agent, 0) + 1

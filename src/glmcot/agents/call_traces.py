@@ -1,7 +1,7 @@
 """Recorded question traces as per-session call sequences, for replaying a real agent workload
-through an engine (benchmarks/codesign.py --traces).
+through an engine (glmcot.benchmarks.codesign --traces).
 
-A traces file (`run_questions(..., traces=...)`, `benchmarks/agents.py --traces`) holds one question per line; its
+A traces file (`run_questions(..., traces=...)`, `glmcot.benchmarks.agents --traces`) holds one question per line; its
 "llm" events list each call's segments, with the shared agent prompts (P-I) named by
 `agent/domain@hash` instead of repeated. Loading rebuilds those texts from the package prompts and
 checks every rebuilt prompt against the recorded prompt hash, so a replay sends exactly what the

@@ -19,7 +19,7 @@ from glmcot.agents.notebook import Notebook
 from glmcot.agents.records import QuestionResult
 from glmcot.agents.retrieval import PipelineHook
 from glmcot.agents.sandbox import ExecutionResult, SandboxError
-from glmcot.llm import SHARED_PROMPT, TRANSIENT, LLMBackend, LLMError, Segment
+from glmcot.llm import Level, LLMBackend, LLMError, Segment
 from glmcot.llm import formats
 
 # Which failure an execution error counts as when retries run out.
@@ -50,7 +50,7 @@ class GLMAgent:
             deterministic, first_missing = self._classify(run)
             run.result.deterministic = deterministic
             if deterministic:
-                result = self._act(run, question, step=0)
+                result = self._act(run, run.question, step=0)
                 run.result.rounds = 1
                 return run.finish(result.output.strip())
             return run.finish(self._loop(run, first_missing))
@@ -66,7 +66,7 @@ class GLMAgent:
     def _classify(self, run: QuestionRun) -> tuple[bool, str | None]:
         plan = self.config.plan_in_classify
         prompt = self.prompts.classify_plan if plan else self.prompts.classify
-        segments = [Segment(prompt, SHARED_PROMPT), Segment(f"Question: {run.question}\n", TRANSIENT)]
+        segments = [Segment(prompt, Level.SHARED_PROMPT), Segment(f"Question: {run.question}\n", Level.TRANSIENT)]
         response = run.call(
             "classify", segments, max_tokens=self.config.classify_max_tokens,
             stop=formats.CLASSIFY_PLAN_STOP if plan else formats.CLASSIFY_STOP,
@@ -101,13 +101,13 @@ class GLMAgent:
         raise QuestionFailed("step_limit", f"no answer after {self.config.max_rounds} reasoning rounds")
 
     def _reason(self, run: QuestionRun, notebook: Notebook, step: int) -> formats.Reasoning:
-        question = Segment(f"Question: {run.question}\n", TRANSIENT)
+        question = Segment(f"Question: {run.question}\n", Level.TRANSIENT)
         hint = None
         last = ""
         for attempt in range(self.config.max_format_retries + 1):
-            segments = [Segment(self.prompts.reason, SHARED_PROMPT), *notebook.segments(), question]
+            segments = [Segment(self.prompts.reason, Level.SHARED_PROMPT), *notebook.segments(), question]
             if hint:
-                segments.append(Segment(hint, TRANSIENT))
+                segments.append(Segment(hint, Level.TRANSIENT))
             response = run.call(
                 "reason", segments, max_tokens=self.config.reason_max_tokens, stop=formats.REASON_STOP,
                 step=step, attempt=attempt, temperature=self.config.temperature,
@@ -124,11 +124,11 @@ class GLMAgent:
         prompts = self.prompts
         retry: tuple[str, str, str] | None = None  # (code, error text, kind)
         for attempt in range(config.max_code_retries + 1):
-            segments = [Segment(prompts.act, SHARED_PROMPT), Segment(f"Needed: {missing}\n", TRANSIENT)]
+            segments = [Segment(prompts.act, Level.SHARED_PROMPT), Segment(f"Needed: {missing}\n", Level.TRANSIENT)]
             if retry is not None:
                 code, error_text, kind = retry
                 segments.append(
-                    Segment(prompts.act_retry.format(code=code, error=error_text, hint=prompts.hints.get(kind, "")), TRANSIENT)
+                    Segment(prompts.act_retry.format(code=code, error=error_text, hint=prompts.hints.get(kind, "")), Level.TRANSIENT)
                 )
             hook = PipelineHook(self.context.retrieval) if config.pipelining else None
             response = run.call(

@@ -16,7 +16,7 @@ from glmcot.agents.config import AgentConfig
 from glmcot.agents.context import AgentContext
 from glmcot.agents.records import QuestionResult
 from glmcot.graph.graphcot import INVALID_ACTION, GraphCoTObserver
-from glmcot.llm import NOTEBOOK, SHARED_PROMPT, LLMBackend, LLMError, Segment
+from glmcot.llm import Level, LLMBackend, LLMError, Segment
 from glmcot.llm import formats
 from glmcot.llm.tokens import TokenCounter, qwen_counter
 
@@ -63,8 +63,8 @@ class GraphCoTAgent:
                 timer["seconds"] += time.perf_counter() - started
 
         observer = GraphCoTObserver(self.context.graph, retriever=_ResolveAsRetriever(resolve))
-        head = Segment(self.prompts.graphcot, SHARED_PROMPT)
-        opening = self.prompts.graphcot_question.format(question=question).rstrip("\n")
+        head = Segment(self.prompts.graphcot, Level.SHARED_PROMPT)
+        opening = self.prompts.graphcot_question.format(question=run.question).rstrip("\n")
         scratchpad = ""
         config = self.config
         try:
@@ -72,14 +72,14 @@ class GraphCoTAgent:
                 if self.counter.count(head.text + opening + scratchpad) > config.graphcot_token_cap:
                     raise QuestionFailed("step_limit", f"the prompt passed {config.graphcot_token_cap} tokens at step {step}")
                 response = run.call(
-                    "graphcot-thought", [head, Segment(opening + scratchpad + f"\nThought {step}:", NOTEBOOK)],
+                    "graphcot-thought", [head, Segment(opening + scratchpad + f"\nThought {step}:", Level.NOTEBOOK)],
                     max_tokens=config.graphcot_max_tokens, stop=formats.GRAPHCOT_STOP, step=step - 1,
                     temperature=config.temperature,
                 )
                 thought = formats.clean_step_text(response.text, "Thought", step)
                 scratchpad += f"\nThought {step}: {thought}"
                 response = run.call(
-                    "graphcot-action", [head, Segment(opening + scratchpad + f"\nAction {step}:", NOTEBOOK)],
+                    "graphcot-action", [head, Segment(opening + scratchpad + f"\nAction {step}:", Level.NOTEBOOK)],
                     max_tokens=config.graphcot_max_tokens, stop=formats.GRAPHCOT_STOP, step=step - 1,
                     temperature=config.temperature,
                 )

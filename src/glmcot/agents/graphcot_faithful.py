@@ -37,7 +37,7 @@ from glmcot.agents.config import AgentConfig
 from glmcot.agents.context import AgentContext
 from glmcot.agents.records import QuestionResult
 from glmcot.graph.graphcot import GraphFunctions
-from glmcot.llm import NOTEBOOK, SHARED_PROMPT, LLMBackend, LLMError, Segment
+from glmcot.llm import Level, LLMBackend, LLMError, Segment
 from glmcot.llm import formats
 from glmcot.llm.tokens import TokenCounter, qwen_counter
 
@@ -314,6 +314,7 @@ class FaithfulGraphCoTAgent:
 
     def answer(self, question: str, qid: str | None = None) -> QuestionResult:
         run = QuestionRun(self.backend, question, qid, self.method, self._names, self.config.on_event)
+        question = run.question  # made valid text (a lone surrogate cannot be tokenised or hashed)
         config = self.config
         run.trace.append({"type": "graphcot-config", "variant": "faithful", "token_counter": self.counter_name,
                           "token_cap": config.graphcot_token_cap, "max_steps": config.graphcot_max_steps})
@@ -327,7 +328,7 @@ class FaithfulGraphCoTAgent:
                 timer["seconds"] += time.perf_counter() - started
 
         observer = Observer(GraphFunctions(self.context.graph), retrieve, self.text)
-        head = Segment(self._shared, SHARED_PROMPT)
+        head = Segment(self._shared, Level.SHARED_PROMPT)
         scratchpad = ""
         step = 1
         try:
@@ -376,7 +377,7 @@ class FaithfulGraphCoTAgent:
 
     def _call(self, run: QuestionRun, agent: str, head: Segment, question: str, scratchpad: str, step: int) -> str:
         notebook = self.prompt.human(question, scratchpad)[len(self.prompt.head):]
-        response = run.call(agent, [head, Segment(notebook, NOTEBOOK)], max_tokens=self.config.graphcot_max_tokens,
+        response = run.call(agent, [head, Segment(notebook, Level.NOTEBOOK)], max_tokens=self.config.graphcot_max_tokens,
                             stop=formats.GRAPHCOT_STOP, step=step - 1, temperature=self.config.temperature)
         return format_step(response.text)
 

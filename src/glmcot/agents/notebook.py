@@ -8,7 +8,7 @@ arrived, P-IV transient text.
 
 from __future__ import annotations
 
-from glmcot.llm import NOTEBOOK, Segment
+from glmcot.llm import Level, Segment
 from glmcot.llm.formats import render_fact
 
 
@@ -37,15 +37,15 @@ class Notebook:
             if node_id in self._nodes:
                 continue
             self._nodes.add(node_id)
-            added.append(Segment(text if text.endswith("\n") else text + "\n", NOTEBOOK, self._chunk_key(node_id)))
+            added.append(Segment(text if text.endswith("\n") else text + "\n", Level.NOTEBOOK, self._chunk_key(node_id)))
         fact = (missing.strip(), output.strip())
         if fact not in self._facts:
             self._facts.append(fact)
-            added.append(Segment(render_fact(len(self._facts), fact[0], fact[1]), NOTEBOOK, None))
+            added.append(Segment(render_fact(len(self._facts), fact[0], fact[1]), Level.NOTEBOOK, None))
         self._segments.extend(added)
         return added
 
     def segments(self) -> list[Segment]:
         if not self._segments:
-            return [Segment("Notebook: (empty)\n", NOTEBOOK, None)]
-        return [Segment("Notebook:\n", NOTEBOOK, None)] + list(self._segments)
+            return [Segment("Notebook: (empty)\n", Level.NOTEBOOK, None)]
+        return [Segment("Notebook:\n", Level.NOTEBOOK, None)] + list(self._segments)

@@ -111,6 +111,10 @@ def load_prompts(domain: str | None = None, graph=None, *, graphcot_examples: bo
     for agent in AGENTS:
         data = _load(agent)
         examples = _examples(data, canonical)
+        if agent == "act" and graph is not None and canonical not in (data.get("examples") or {}):
+            from glmcot.agents.schema_examples import schema_examples
+
+            examples = schema_examples(graph) or examples  # the graph's own names, not GRBench's
         fields = {"graph": definition, "examples": examples}
         if agent == "graphcot":
             # The original repeats the graph definition before every worked trace.

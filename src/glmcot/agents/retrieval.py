@@ -5,17 +5,26 @@
   (single flight), so a pipelined prefetch and the snippet's own call meet on one future.
 - `prefetch(text)` starts a search early: the GLM agent calls it from the A-Agent's stream as soon
   as a complete `RetrieveNode("...")` line appears (pipelined retrieval, Figure 9).
+
+RetrieveNode text comes from LLM output and snippets, so everything here is bounded: the query
+length (`max_query_chars`), the cache by entries and by characters held, the searches in flight
+from prefetching, and the lexical fallback's containment scan (`max_scan_chars`).
 """
 
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Protocol
+
+from glmcot.llm.formats import valid_text
+
+MAX_QUERY_CHARS = 2000  # node texts are titles and names; longer text is not a RetrieveNode query
 
 
 class Retriever(Protocol):
@@ -25,10 +34,23 @@ class Retriever(Protocol):
 class RetrievalService:
     """`retriever.retrieve(text) -> node id` behind a cache, single flight and a thread pool."""
 
-    def __init__(self, retriever: Retriever | None, *, cache_size: int = 100_000, threads: int = 2):
+    def __init__(
+        self,
+        retriever: Retriever | None,
+        *,
+        cache_size: int = 100_000,
+        cache_chars: int = 8_000_000,
+        max_query_chars: int = MAX_QUERY_CHARS,
+        max_inflight: int = 256,
+        threads: int = 2,
+    ):
         self.retriever = retriever
         self.cache_size = cache_size
+        self.cache_chars = cache_chars  # characters of keys and ids the cache may hold
+        self.max_query_chars = max_query_chars
+        self.max_inflight = max_inflight  # prefetches beyond this are skipped (resolve still searches)
         self._cache: OrderedDict[str, str] = OrderedDict()
+        self._cached_chars = 0
         self._inflight: dict[str, Future] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="retrieve")
@@ -36,7 +58,17 @@ class RetrievalService:
 
     @staticmethod
     def normalise(text: str) -> str:
-        return " ".join(str(text).split())
+        return " ".join(valid_text(str(text)).split())
+
+    def _check_length(self, key: str) -> None:
+        if len(key) > self.max_query_chars:
+            raise LookupError(f"the RetrieveNode text is {len(key)} characters; at most {self.max_query_chars} (pass the name or title only)")
+
+    @property
+    def cached_chars(self) -> int:
+        """Characters (keys and node ids) the cache holds now."""
+        with self._lock:
+            return self._cached_chars
 
     def _search(self, key: str) -> str:
         if self.retriever is None:
@@ -70,16 +102,25 @@ class RetrievalService:
     def _finish(self, key: str, future: Future) -> None:
         with self._lock:
             self._inflight.pop(key, None)
-            if future.exception() is None:
-                self._cache[key] = future.result()
-                self._cache.move_to_end(key)
-                while len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
+            if future.cancelled() or future.exception() is not None:
+                return
+            node_id = future.result()
+            old = self._cache.pop(key, None)
+            if old is not None:
+                self._cached_chars -= len(key) + len(old)
+            self._cache[key] = node_id
+            self._cached_chars += len(key) + len(node_id)
+            while self._cache and (len(self._cache) > self.cache_size or self._cached_chars > self.cache_chars):
+                evicted, value = self._cache.popitem(last=False)
+                self._cached_chars -= len(evicted) + len(value)
 
     def prefetch(self, text: str) -> None:
         key = self.normalise(text)
-        if not key:
-            return
+        if not key or len(key) > self.max_query_chars:
+            return  # resolve reports the error, if the snippet really asks
+        with self._lock:
+            if len(self._inflight) >= self.max_inflight:
+                return
         _, new = self._start(key)
         if new:
             with self._lock:
@@ -88,6 +129,7 @@ class RetrievalService:
     def resolve(self, text: str) -> str:
         """The node id for text (blocks until the search, perhaps already running, finishes)."""
         key = self.normalise(text)
+        self._check_length(key)
         with self._lock:
             self.stats["lookups"] += 1
             hit = key in self._cache
@@ -104,6 +146,7 @@ class RetrievalService:
         measure cold-cache retrieval."""
         with self._lock:
             self._cache.clear()
+            self._cached_chars = 0
         inner = getattr(self.retriever, "cache", None)
         if inner is not None and hasattr(inner, "clear"):
             inner.clear()
@@ -138,7 +181,13 @@ class PipelineHook:
         self.first_at: float | None = None
         self._t0 = time.perf_counter()
 
+    # A line longer than a snippet may be is not worth scanning (and the literal search costs up to
+    # line length per `RetrieveNode(` on it).
+    max_line = 8000
+
     def __call__(self, line: str) -> None:
+        if len(line) > self.max_line:
+            return
         for text in retrieve_literals(line):
             if text not in self.started:
                 if self.first_at is None:
@@ -148,41 +197,101 @@ class PipelineHook:
 
 
 class LexicalRetriever:
-    """Exact, then case- and space-insensitive, then longest-containment match on each node's main
-    text. For graphs without an embedding index (tests, `glmcot exec`); the agents normally use
-    glmcot.graph's embedding NodeRetriever."""
+    """Exact, then case- and space-insensitive, then containment match on each node's main text
+    (the node text that contains, or is contained in, the query with the closest length; ties go
+    to the first node). For graphs without an embedding index (tests, `glmcot exec`); the agents
+    normally use glmcot.graph's embedding NodeRetriever.
 
-    def __init__(self, graph):
+    The containment search visits node texts in order of length distance from the query and stops
+    at the first distance with a match, so a near match costs little; the characters it compares
+    are bounded by `max_scan_chars` (past that it reports no match and says why), and queries by
+    `max_query_chars`. `last_scan_chars` is the work the last search did."""
+
+    def __init__(self, graph, *, max_query_chars: int = MAX_QUERY_CHARS, max_scan_chars: int = 20_000_000):
+        self.max_query_chars = max_query_chars
+        self.max_scan_chars = max_scan_chars
+        self.last_scan_chars = 0
         self._exact: dict[str, str] = {}
         self._folded: dict[str, str] = {}
         for node_type in graph.node_types:
             start, end = graph.type_range(node_type)
-            for index in range(start, end):
+            # an updated store (graph/merged.py) lists its live nodes, added ones included
+            indices = graph.type_indices(node_type).tolist() if hasattr(graph, "type_indices") else range(start, end)
+            for index in indices:
                 text = graph.text_at(index)
                 if not text:
                     continue
                 node_id = graph.node_id(index)
                 self._exact.setdefault(text, node_id)
                 self._folded.setdefault(self._fold(text), node_id)
+        # Folded text length -> [(first-seen order, folded text, node id)], in first-seen order.
+        self._by_length: dict[int, list[tuple[int, str, str]]] = {}
+        for order, (folded, node_id) in enumerate(self._folded.items()):
+            self._by_length.setdefault(len(folded), []).append((order, folded, node_id))
+        self._lengths = sorted(self._by_length)
 
     @staticmethod
     def _fold(text: str) -> str:
         return " ".join(text.lower().split())
 
     def retrieve(self, text: str) -> str:
+        if len(text) > self.max_query_chars:
+            raise LookupError(f"the RetrieveNode text is {len(text)} characters; at most {self.max_query_chars}")
         if text in self._exact:
             return self._exact[text]
         folded = self._fold(text)
         if folded in self._folded:
             return self._folded[folded]
-        best = None
-        for candidate, node_id in self._folded.items():
-            if folded and (folded in candidate or candidate in folded):
-                if best is None or abs(len(candidate) - len(folded)) < best[0]:
-                    best = (abs(len(candidate) - len(folded)), node_id)
-        if best is None:
+        self.last_scan_chars = 0
+        if not folded:
             raise LookupError(f"no node text matches {text!r}")
-        return best[1]
+        node_id = self._containment(folded)
+        if node_id is None:
+            if self.last_scan_chars > self.max_scan_chars:
+                raise LookupError(
+                    f"no node text near {text[:80]!r} within the lexical search budget ({self.max_scan_chars} characters compared); "
+                    "build an embedding index with `glmcot graph embed`"
+                )
+            raise LookupError(f"no node text matches {text[:200]!r}")
+        return node_id
+
+    def _containment(self, folded: str) -> str | None:
+        """The closest-length node text containing or contained in `folded` (first seen on ties)."""
+        size = len(folded)
+        lengths = self._lengths
+        above = bisect.bisect_left(lengths, size)
+        below = above - 1
+        work = 0
+        while below >= 0 or above < len(lengths):
+            low_gap = size - lengths[below] if below >= 0 else None
+            high_gap = lengths[above] - size if above < len(lengths) else None
+            gap = min(g for g in (low_gap, high_gap) if g is not None)
+            buckets = []
+            if low_gap == gap:
+                buckets.append(self._by_length[lengths[below]])
+                below -= 1
+            if high_gap == gap:
+                buckets.append(self._by_length[lengths[above]])
+                above += 1
+            best: tuple[int, str] | None = None
+            for bucket in buckets:
+                for order, candidate, node_id in bucket:
+                    if best is not None and order > best[0]:
+                        break  # only an earlier node could win the tie
+                    work += max(len(candidate), size)
+                    if work > self.max_scan_chars:
+                        self.last_scan_chars = work
+                        return None
+                    shorter, longer = (candidate, folded) if len(candidate) <= size else (folded, candidate)
+                    if shorter in longer:
+                        if best is None or order < best[0]:
+                            best = (order, node_id)
+                        break  # later entries of this bucket come later in first-seen order
+            if best is not None:
+                self.last_scan_chars = work
+                return best[1]
+        self.last_scan_chars = work
+        return None
 
 
 def make_resolver(service: RetrievalService) -> Callable[[str], str]:

@@ -179,3 +179,24 @@ def schema(
     for name, t in s.node_types.items():
         typer.echo(f"- {name} (text: {t.text_key}): features {', '.join(t.features)}; "
                    f"relations {', '.join(f'{r}->{v}' for r, v in t.relations.items())}")
+
+
+@app.command()
+def movies(
+    out: Path = typer.Argument(..., help="Folder to write tables/ (Neo4j-style CSV), movies.nt, questions.jsonl and README.txt into."),
+    count: int = typer.Option(40, "--movies", min=3, help="Number of movies."),
+    people: int = typer.Option(30, "--people", min=5, help="Number of people (directors and actors)."),
+    questions: int = typer.Option(6, "--questions", min=1, help="Questions with gold plans (for the scripted policy)."),
+    seed: int = typer.Option(7, help="Random seed (the same seed writes the same files)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the written paths and the import commands as JSON."),
+) -> None:
+    """Write an example movies graph as CSV tables and as N-Triples, to try `glmcot graph import` on."""
+    from glmcot.data.movies import write_example
+
+    result = write_example(out, movies=count, people=people, seed=seed, count=questions)
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    typer.echo(f"wrote {result['tables']}, {result['triples']} and {result['questions']}; next:")
+    for command in result["commands"]:
+        typer.echo(f"  {command}")

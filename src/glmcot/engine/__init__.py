@@ -23,7 +23,7 @@ _WHERE = {
     "AsyncEngine": "glmcot.engine.async_engine",
     "EngineConfig": "glmcot.engine.config",
     "SamplingParams": "glmcot.engine.sampling_params",
-    "Segment": "glmcot.engine.outputs",
+    "Segment": "glmcot.contract",
     "RequestOutput": "glmcot.engine.outputs",
     "RequestMetrics": "glmcot.engine.outputs",
     "PromptTooLongError": "glmcot.engine.outputs",
@@ -33,7 +33,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from glmcot.engine.async_engine import AsyncEngine
     from glmcot.engine.config import EngineConfig
     from glmcot.engine.llm import LLM
-    from glmcot.engine.outputs import PromptTooLongError, RequestMetrics, RequestOutput, Segment
+    from glmcot.contract import Segment
+    from glmcot.engine.outputs import PromptTooLongError, RequestMetrics, RequestOutput
     from glmcot.engine.sampling_params import SamplingParams
 
 

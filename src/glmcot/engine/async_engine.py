@@ -28,6 +28,10 @@ class EngineClosedError(RuntimeError):
     """The engine was shut down before the request finished."""
 
 
+class RequestFailedError(RuntimeError):
+    """This request failed in the engine (sampling, detokenisation); other requests went on."""
+
+
 class AsyncEngine:
     def __init__(self, config: EngineConfig | None = None, hash_fn: Callable | None = None, **kwargs: Any) -> None:
         config = config or EngineConfig(**kwargs)
@@ -36,7 +40,6 @@ class AsyncEngine:
         self._lock = threading.Condition()
         self._inbox: list[tuple] = []
         self._futures: dict[str, Future] = {}
-        self._sessions_ended: list[str] = []
         self._closed = False
         self._stats: dict[str, Any] = self.engine.stats()
         self._thread = threading.Thread(target=self._loop, name="glmcot-engine", daemon=True)
@@ -128,7 +131,12 @@ class AsyncEngine:
                 inbox, self._inbox = self._inbox, []
                 closed = self._closed
             for command in inbox:
-                self._handle(command)
+                try:
+                    self._handle(command)
+                except Exception as exc:  # one bad command must never stop the loop
+                    log.exception("engine command %s failed", command[0])
+                    if command[0] in ("add", "abort"):
+                        self._resolve(command[1], exc=exc)
             if closed:
                 break
             if not engine.has_unfinished():
@@ -142,8 +150,14 @@ class AsyncEngine:
                     self._resolve(request_id, exc=exc)
                 continue
             for out in finished:
-                self._resolve(out.request_id, out)
-            self._stats = engine.stats()
+                if out.finish_reason == "error":
+                    self._resolve(out.request_id, exc=RequestFailedError(f"request {out.request_id} failed: {out.error}"))
+                else:
+                    self._resolve(out.request_id, out)
+            try:
+                self._stats = engine.stats()
+            except Exception:
+                log.exception("engine stats failed")
         for request_id in list(engine.requests):
             engine.abort(request_id)
         with self._lock:
@@ -169,7 +183,6 @@ class AsyncEngine:
             if out is not None:
                 self._resolve(command[1], out)
         elif kind == "end_session":
-            self._sessions_ended.append(command[1])
             self.engine.end_session(command[1])
 
     def _resolve(self, request_id: str, out: RequestOutput | None = None, exc: BaseException | None = None) -> None:

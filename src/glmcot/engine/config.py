@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from glmcot.engine.cache.eviction import POLICIES
+from glmcot.engine.cache.policies import POLICIES
 
 
 @dataclass

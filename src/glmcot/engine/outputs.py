@@ -1,4 +1,5 @@
-"""Request records shared by the engine and its callers: Segment, RequestOutput, metrics."""
+"""Request records shared by the engine and its callers: RequestOutput, metrics. (Segment is the
+co-design contract's, glmcot.contract.)"""
 
 from __future__ import annotations
 
@@ -7,20 +8,6 @@ from dataclasses import dataclass, field
 
 class PromptTooLongError(ValueError):
     """A prompt that can never be served: longer than max_model_len or the whole KV pool."""
-
-
-@dataclass(frozen=True)
-class Segment:
-    """A piece of a prompt. level: 1 shared agent prompt, 2 session notebook, 3 finished
-    notebook, 4 transient. key: optional content key for position-independent reuse."""
-
-    text: str
-    level: int = 4
-    key: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.level not in (1, 2, 3, 4):
-            raise ValueError(f"Segment level must be 1..4, got {self.level}")
 
 
 @dataclass
@@ -39,6 +26,16 @@ class RequestMetrics:
         return self.queue_time
 
 
+@dataclass(frozen=True)
+class TokenLogprob:
+    """A generated token's log-probability under the model (log_softmax of its logits, before
+    temperature, top-k or top-p), and the `top` most likely tokens at that position."""
+
+    token_id: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
+
+
 @dataclass
 class RequestOutput:
     request_id: str
@@ -46,9 +43,11 @@ class RequestOutput:
     token_ids: list[int]
     prompt_tokens: int
     cached_tokens: int
-    finish_reason: str | None  # "stop" | "length" | "abort" | None while running
+    finish_reason: str | None  # "stop" | "length" | "abort" | "error" | None while running
     metrics: RequestMetrics
     prompt_token_ids: list[int] = field(default_factory=list, repr=False)
+    error: str | None = None  # why the request failed (finish_reason "error"); others unharmed
+    logprobs: list[TokenLogprob] | None = None  # one per output token, when SamplingParams.logprobs is set
 
     @property
     def output_tokens(self) -> int:

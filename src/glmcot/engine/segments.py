@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from glmcot.engine.outputs import Segment
+from glmcot.contract import Level, Segment
 
 _MARK = "\u2063GLMCOT-SEGMENTS\u2063"
 
@@ -29,5 +29,5 @@ def wrap_chat(tokenizer: Any, segments: Sequence[Segment], system: str | None = 
     out = [Segment(head, segments[0].level, None)] if head else []
     out += list(segments)
     if tail:
-        out.append(Segment(tail, 4, None))
+        out.append(Segment(tail, Level.TRANSIENT, None))
     return out

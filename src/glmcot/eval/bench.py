@@ -1,8 +1,8 @@
-"""`glmcot bench`: the benchmarks under benchmarks/ behind one command, plus the ablation.
+"""`glmcot bench`: the benchmarks of glmcot.benchmarks behind one command, plus the ablation.
 
-Each benchmarks/<name>.py is run as its own process (``python benchmarks/<name>.py``) so its
-imports, threads and memory stay its own; ``--quick`` and ``--out`` are passed when the script
-advertises them in its --help."""
+Each benchmark runs as its own process (``python -m glmcot.benchmarks.NAME ARGS``) so its imports,
+threads and memory stay its own; it needs only an installed glmcot, no source checkout. Arguments
+after ``--`` go to the benchmark unchanged (``glmcot bench codesign -- --kv-tokens 4096``)."""
 
 from __future__ import annotations
 
@@ -13,45 +13,30 @@ import time
 from pathlib import Path
 from typing import Any
 
+from glmcot.benchmarks import NAMES
 from glmcot.eval.config import EvalConfig
 
-SCRIPTS = ("graph", "engine", "codesign", "agents")
+MAIN = ("graph", "engine", "codesign", "agents")  # what `all` runs, then the ablation
+QUICK = ("graph", "engine", "codesign")  # the ones with a --quick run
 
 
-def benchmarks_dir() -> Path:
-    """benchmarks/ of the source checkout (glmcot is installed editable from it)."""
-    import glmcot
-
-    root = Path(glmcot.__file__).resolve().parents[2]
-    candidate = root / "benchmarks"
-    if not candidate.is_dir():
-        candidate = Path.cwd() / "benchmarks"
-    return candidate
-
-
-def _supported_flags(script: Path) -> str:
-    try:
-        probe = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120)
-    except subprocess.TimeoutExpired:
-        return ""
-    return probe.stdout + probe.stderr
+def benchmark_command(name: str, args: list[str], quick: bool, json_path: Path) -> list[str]:
+    """The process to start: the module, --quick where it has one, --out unless the caller gave one."""
+    if name not in NAMES:
+        raise ValueError(f"unknown benchmark {name!r}; choose from {', '.join(NAMES)}")
+    command = [sys.executable, "-m", f"glmcot.benchmarks.{name}"]
+    if quick and name in QUICK and "--quick" not in args:
+        command.append("--quick")
+    if not any(arg == "--out" or arg.startswith("--out=") for arg in args):
+        command += ["--out", str(json_path)]
+    return command + list(args)
 
 
-def run_script(name: str, quick: bool, out: Path, quiet: bool = False) -> dict[str, Any]:
-    """Runs one benchmark script, streaming its table to the terminal; returns its JSON if found."""
-    script = benchmarks_dir() / f"{name}.py"
-    if not script.is_file():
-        return {"benchmark": name, "status": "missing", "message": f"{script} does not exist yet"}
-    help_text = _supported_flags(script)
+def run_benchmark(name: str, quick: bool, out: Path, quiet: bool = False, args: list[str] | None = None) -> dict[str, Any]:
+    """Runs one benchmark, streaming its table to the terminal; returns its JSON when it wrote one."""
     out.mkdir(parents=True, exist_ok=True)
     json_path = out / f"{name}.json"
-    command = [sys.executable, str(script)]
-    if quick and "--quick" in help_text:
-        command.append("--quick")
-    if "--out" in help_text:
-        command += ["--out", str(json_path)]
-    elif "--json" in help_text:
-        command += ["--json", str(json_path)]
+    command = benchmark_command(name, list(args or []), quick, json_path)
     start = time.perf_counter()
     process = subprocess.run(command, capture_output=quiet, text=True)
     result: dict[str, Any] = {"benchmark": name, "command": " ".join(command), "returncode": process.returncode,
@@ -69,11 +54,11 @@ def run_script(name: str, quick: bool, out: Path, quiet: bool = False) -> dict[s
 
 def run_bench(which: str, *, quick: bool, out: Path, model: str, questions: int | None,
               config: EvalConfig, quiet: bool = False, domains: list[str] | None = None,
-              repeats: int = 1) -> dict[str, Any]:
+              repeats: int = 1, args: list[str] | None = None) -> dict[str, Any]:
     from rich.console import Console
 
     console = Console(stderr=quiet)
-    names = list(SCRIPTS) + ["ablation"] if which == "all" else [which]
+    names = list(MAIN) + ["ablation"] if which == "all" else [which]
     results: dict[str, Any] = {}
     for name in names:
         console.rule(f"[bold]benchmark: {name}")
@@ -84,7 +69,7 @@ def run_bench(which: str, *, quick: bool, out: Path, model: str, questions: int 
                                                  config=config, quiet=quiet, domains=domains,
                                                  repeats=repeats)
         else:
-            results[name] = run_script(name, quick, out, quiet)
+            results[name] = run_benchmark(name, quick, out, quiet, args if which != "all" else None)
             status = results[name]["status"]
             if status != "ok":
                 console.print(f"[yellow]{name}: {status}[/] {results[name].get('message', '')}")

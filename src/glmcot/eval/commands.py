@@ -13,8 +13,16 @@ import typer
 
 METHODS = ("glm", "graphcot", "graphcot-repaired", "base", "text-rag", "graph-rag")
 DOMAINS = ("dblp", "amazon", "goodreads", "biomedical", "legal")
-BENCHES = ("engine", "codesign", "agents", "graph", "ablation", "all")
+from glmcot.benchmarks import NAMES as BENCHMARK_NAMES
 
+BENCHES = (*BENCHMARK_NAMES, "ablation", "all")
+
+_TIMEOUT_HELP = "Seconds per HTTP request to the --llm (and judge) server [env GLMCOT_LLM_TIMEOUT; default 120]."
+_RETRIES_HELP = ("Retries of a transient --llm failure (connection, 429/5xx, a stream cut short) "
+                 "[env GLMCOT_LLM_RETRIES; default 4].")
+_LLM_MODEL_HELP = "Model name on the --llm server [env GLMCOT_LLM_MODEL]."
+_LLM_API_KEY_HELP = ("API key of the --llm server [env GLMCOT_LLM_API_KEY, else OPENAI_API_KEY]; "
+                     "GLMCOT_API_KEY is glmcot serve's own login key, never sent upstream.")
 _CONFIG_HELP = "TOML config file (default: $GLMCOT_CONFIG, else ~/.config/glmcot/config.toml)."
 
 
@@ -35,10 +43,10 @@ def _errors() -> Iterator[None]:
         if os.environ.get("GLMCOT_DEBUG"):
             raise
         from glmcot.eval.config import ConfigError
-        from glmcot.eval.questions import QuestionFileError
+        from glmcot.data.questions import QuestionFormatError
         from glmcot.eval.systems import SetupError
 
-        known = (UsageError, ConfigError, QuestionFileError, SetupError, FileNotFoundError, NotADirectoryError)
+        known = (UsageError, ConfigError, QuestionFormatError, SetupError, FileNotFoundError, NotADirectoryError)
         message = str(exc) if isinstance(exc, known) else f"{type(exc).__name__}: {exc}"
         from rich.markup import escape
 
@@ -70,12 +78,12 @@ def _parse_methods(method: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _backend_choice(model: Optional[str], llm: Optional[str], scripted: bool, api_model: Optional[str]) -> str:
+def _backend_choice(model: Optional[str], llm: Optional[str], scripted: bool, llm_model: Optional[str]) -> str:
     chosen = [name for name, on in (("--model", model), ("--llm", llm), ("--scripted", scripted)) if on]
     if len(chosen) > 1:
         raise typer.BadParameter(f"give only one of --model, --llm, --scripted (got {', '.join(chosen)})")
-    if api_model and not llm:
-        raise typer.BadParameter("--api-model needs --llm URL", param_hint="--api-model")
+    if llm_model and not llm:
+        raise typer.BadParameter("--llm-model needs --llm URL", param_hint="--llm-model")
     return chosen[0].lstrip("-") if chosen else ""
 
 
@@ -120,7 +128,10 @@ def register(app: typer.Typer) -> None:
         graph: Path = typer.Option(..., "--graph", help="Graph store folder (glmcot graph import / glmcot data synth)."),
         model: Optional[str] = typer.Option(None, "--model", help="Local checkpoint folder for the native engine."),
         llm: Optional[str] = typer.Option(None, "--llm", help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1 [env GLMCOT_LLM]."),
-        api_model: Optional[str] = typer.Option(None, "--api-model", help="Model name on that server [env GLMCOT_API_MODEL]."),
+        llm_model: Optional[str] = typer.Option(None, "--llm-model", help=_LLM_MODEL_HELP),
+        llm_api_key: Optional[str] = typer.Option(None, "--llm-api-key", help=_LLM_API_KEY_HELP),
+        llm_timeout: Optional[float] = typer.Option(None, "--llm-timeout", help=_TIMEOUT_HELP),
+        llm_retries: Optional[int] = typer.Option(None, "--llm-retries", help=_RETRIES_HELP),
         method: str = typer.Option("glm", help="glm, graphcot (faithful to the original) or graphcot-repaired."),
         trace: bool = typer.Option(False, "--trace", help="Also print the agents' steps: calls, snippets, facts, tokens, time."),
         max_steps: Optional[int] = typer.Option(None, help="Step limit of the agent [default 10]."),
@@ -134,13 +145,16 @@ def register(app: typer.Typer) -> None:
 
             if method not in ("glm", "graphcot", "graphcot-repaired"):
                 raise typer.BadParameter("choose glm, graphcot or graphcot-repaired", param_hint="--method")
-            _backend_choice(model, llm, False, api_model)
-            config = _config({"model": model, "llm": llm, "api_model": api_model, "max_steps": max_steps,
-                              "device": device}, config_file)
+            _backend_choice(model, llm, False, llm_model)
+            config = _config({"model": model, "llm": llm, "llm_model": llm_model, "llm_api_key": llm_api_key, "max_steps": max_steps,
+                              "device": device, "llm_timeout": llm_timeout, "llm_retries": llm_retries},
+                             config_file)
             if not config.model and not config.llm:
                 raise typer.BadParameter("give --model PATH (local checkpoint) or --llm URL "
                                          "(OpenAI-compatible server), or set GLMCOT_MODEL / GLMCOT_LLM")
-            ask(question, graph, method, config, trace=trace, as_json=as_json)
+            data = ask(question, graph, method, config, trace=trace, as_json=as_json)
+            if data.get("failure") == "backend_error":   # no answer because the LLM failed
+                raise typer.Exit(1)
 
     @app.command("eval")
     def eval_command(
@@ -149,7 +163,10 @@ def register(app: typer.Typer) -> None:
         method: str = typer.Option("glm", help="glm, graphcot (faithful to the original), graphcot-repaired (stronger), both (graphcot,glm), base, text-rag, graph-rag; comma-separated for several."),
         model: Optional[str] = typer.Option(None, "--model", help="Local checkpoint or random:qwen3:<size> on the native engine."),
         llm: Optional[str] = typer.Option(None, "--llm", help="OpenAI-compatible server URL [env GLMCOT_LLM]."),
-        api_model: Optional[str] = typer.Option(None, "--api-model", help="Model name on that server."),
+        llm_model: Optional[str] = typer.Option(None, "--llm-model", help=_LLM_MODEL_HELP),
+        llm_api_key: Optional[str] = typer.Option(None, "--llm-api-key", help=_LLM_API_KEY_HELP),
+        llm_timeout: Optional[float] = typer.Option(None, "--llm-timeout", help=_TIMEOUT_HELP),
+        llm_retries: Optional[int] = typer.Option(None, "--llm-retries", help=_RETRIES_HELP),
         scripted: bool = typer.Option(False, "--scripted", help="Scripted policy from the gold plans (system measurement, not accuracy)."),
         out: Path = typer.Option(Path("runs/eval"), "--out", help="Folder for <method>.jsonl results and summary.json."),
         limit: Optional[int] = typer.Option(None, min=1, help="Only the first N questions."),
@@ -174,8 +191,9 @@ def register(app: typer.Typer) -> None:
             from glmcot.eval.evaluate import EvalOptions, evaluate
 
             methods = _parse_methods(method)
-            choice = _backend_choice(model, llm, scripted, api_model)
-            config = _config({"model": model, "llm": llm, "api_model": api_model, "concurrency": concurrency,
+            choice = _backend_choice(model, llm, scripted, llm_model)
+            config = _config({"model": model, "llm": llm, "llm_model": llm_model, "llm_api_key": llm_api_key, "concurrency": concurrency,
+                              "llm_timeout": llm_timeout, "llm_retries": llm_retries,
                               "judge_llm": judge_llm, "judge_model": judge_model, "judge_rule": judge_rule,
                               "price_input": price_input,
                               "price_cached_input": price_cached_input, "price_output": price_output}, config_file)
@@ -184,15 +202,28 @@ def register(app: typer.Typer) -> None:
             if graph is None and any(m != "base" for m in methods):
                 raise typer.BadParameter(f"--graph is needed for {', '.join(m for m in methods if m != 'base')}",
                                          param_hint="--graph")
-            result = evaluate(EvalOptions(questions=questions, graph=graph, methods=methods, scripted=scripted,
-                                          out=out, limit=limit, judge=(not scripted) if judge is None else judge,
-                                          resume=not fresh, quiet=as_json), config)
+            from glmcot.eval.runner import RunInterrupted
+
+            try:
+                result = evaluate(EvalOptions(questions=questions, graph=graph, methods=methods, scripted=scripted,
+                                              out=out, limit=limit, judge=(not scripted) if judge is None else judge,
+                                              resume=not fresh, quiet=as_json), config)
+            except RunInterrupted as stopped:
+                from rich.console import Console
+
+                Console(stderr=True).print(
+                    f"[bold yellow]interrupted:[/] {stopped.method}: {stopped.saved} of {stopped.total} answers "
+                    f"are saved in {stopped.path}; run the same command again (without --fresh) to resume "
+                    "from there", highlight=False)
+                raise typer.Exit(130) from None
             if as_json:
                 _print_json(result)
 
-    @app.command("bench")
+    @app.command("bench", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
     def bench_command(
-        which: str = typer.Argument("all", help="engine, codesign, agents, graph, ablation or all."),
+        context: typer.Context,
+        which: str = typer.Argument("all", help=f"One of {', '.join(BENCHES)}. Arguments after `--` go to "
+                                                "the benchmark itself (see `python -m glmcot.benchmarks.NAME --help`)."),
         quick: bool = typer.Option(False, "--quick", help="A small run of each benchmark."),
         out: Path = typer.Option(Path("runs/bench"), "--out", help="Folder for the JSON results."),
         model: str = typer.Option("random:qwen3:small", help="Engine model for the ablation (random:qwen3:<size> or a checkpoint dir)."),
@@ -203,7 +234,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the collected results as JSON."),
         config_file: Optional[Path] = typer.Option(None, "--config", help=_CONFIG_HELP),
     ) -> None:
-        """Run the benchmarks (each prints a table and writes JSON), or the ablation.
+        """Run a benchmark (each prints a table and writes JSON), all of the main ones, or the ablation.
 
         `ablation` runs GLM with each co-design feature off in turn and Graph-CoT on an LRU
         prefix-cached engine, on the same questions.
@@ -222,7 +253,10 @@ def register(app: typer.Typer) -> None:
             config = _config({"concurrency": concurrency}, config_file)
             from glmcot.eval.bench import run_bench
 
+            if context.args and which in ("all", "ablation"):
+                raise typer.BadParameter(f"extra arguments go to one benchmark, not to {which!r}: "
+                                         f"{' '.join(context.args)}", param_hint="WHICH")
             result = run_bench(which, quick=quick, out=out, model=model, questions=questions, config=config,
-                               quiet=as_json, domains=chosen, repeats=repeats)
+                               quiet=as_json, domains=chosen, repeats=repeats, args=list(context.args))
             if as_json:
                 _print_json(result)

@@ -8,9 +8,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from glmcot.eval.config import EvalConfig
 from glmcot.eval.progress import console as make_console, progress as make_progress
-from glmcot.eval.questions import load_questions
+from glmcot.data.questions import read_questions
 from glmcot.eval.report import SCRIPTED_NOTICE, summary_rich
 from glmcot.eval.runner import Prices, run_method, summarize, write_json_atomic
 
@@ -33,10 +35,10 @@ def evaluate(options: EvalOptions, config: EvalConfig) -> dict[str, Any]:
     from glmcot.eval import systems
 
     out_console = make_console(options.quiet)
-    questions = load_questions(options.questions, limit=options.limit, domain=options.domain)
+    questions = read_questions(options.questions, limit=options.limit, domain=options.domain)
     if options.scripted:
         out_console.print(f"[bold yellow]{SCRIPTED_NOTICE}[/]")
-        missing_plans = [q.qid for q in questions if not (q.record.get("plan") or {})]
+        missing_plans = [q.qid for q in questions if q.plan is None]
         if missing_plans:
             raise systems.SetupError(f"--scripted needs gold plans (glmcot data synth questions); "
                                      f"{len(missing_plans)} question(s) have none, e.g. {missing_plans[0]}")
@@ -53,12 +55,19 @@ def evaluate(options: EvalOptions, config: EvalConfig) -> dict[str, Any]:
                 answer_fn = systems.method_answer_fn(method, context, backend, config)
                 task = bar.add_task(f"{method}", total=len(questions))
 
-                def tick(_row: dict[str, Any], task=task) -> None:
+                def tick(row: dict[str, Any], task=task, method=method) -> None:
                     bar.advance(task)
+                    if row.get("failure"):   # every failure says why, above the bar
+                        bar.console.print(f"[yellow]{escape(method)} {escape(str(row['qid']))}: "
+                                          f"{row['failure']}[/]: {escape(str(row.get('error') or ''))}",
+                                          highlight=False)
+
+                def resumed(done: int, task=task) -> None:
+                    bar.update(task, completed=done)   # the bar counts what earlier runs did
 
                 outcome = run_method(method, questions, answer_fn, options.out / f"{method}.jsonl",
                                      concurrency=config.concurrency, judge_fn=judge_fn, resume=options.resume,
-                                     on_done=tick)
+                                     on_done=tick, on_start=resumed)
                 bar.update(task, completed=len(questions))
                 summary = summarize(outcome.rows, outcome.wall_s, outcome.new, prices)
                 summary.update({"resumed": outcome.skipped, "answered_now": outcome.new,

@@ -9,21 +9,21 @@ from __future__ import annotations
 import json
 import math
 import os
+import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from glmcot.eval.metrics import as_text, bootstrap_median, exact_match, exact_match_strict, rouge_l
-from glmcot.eval.questions import Question
+from glmcot.data.questions import QuestionRecord
 
 ROW_FORMAT = "glmcot.eval/1"
 FAILURES = ("unexpected_output", "retrieval_error", "code_error", "step_limit", "backend_error", "error")
 
-AnswerFn = Callable[[Question], Any]
-JudgeFn = Callable[[Question, str], "tuple[bool | None, str]"]
+AnswerFn = Callable[[QuestionRecord], Any]
+JudgeFn = Callable[[QuestionRecord, str], "tuple[bool | None, str]"]
 
 
 # ---- JSON Lines with atomic appends -------------------------------------------------------------
@@ -115,11 +115,16 @@ def _get(result: Any, name: str, default: Any = None) -> Any:
     return getattr(result, name, default)
 
 
-def make_row(method: str, question: Question, result: Any, wall_s: float,
-             error: str | None = None) -> dict[str, Any]:
-    """Builds the result row from an agent's QuestionResult (or any object with its fields)."""
+def make_row(method: str, question: QuestionRecord, result: Any, wall_s: float,
+             error: str | None = None, failure: str = "error") -> dict[str, Any]:
+    """Builds the result row from an agent's QuestionResult (or any object with its fields).
+    `error`: why the question failed (an exception; else the result's failure detail);
+    `failure`: the category when there is no result."""
     answer = as_text(_get(result, "answer")) if result is not None else ""
-    failure = _get(result, "failure") if result is not None else "error"
+    if result is not None:
+        failure = _get(result, "failure")
+        if failure and error is None:   # the reason goes into the row, never just the category
+            error = _get(result, "failure_detail") or failure
     row = {
         "format": ROW_FORMAT,
         "qid": question.qid,
@@ -155,41 +160,113 @@ class RunOutcome:
     wall_s: float                       # wall time of this run's new questions
 
 
-def run_method(method: str, questions: Sequence[Question], answer_fn: AnswerFn, out_path: Path, *,
+# Rows a resumed run answers again: the backend failed (now perhaps fixed) or the run crashed.
+RETRY_ON_RESUME = ("backend_error", "error")
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run: the rows written so far are saved; a rerun resumes after them."""
+
+    def __init__(self, method: str, path: Path, saved: int, total: int) -> None:
+        super().__init__(f"{method}: {saved} of {total} answers saved in {path}")
+        self.method, self.path, self.saved, self.total = method, path, saved, total
+
+
+def _rewrite_without(path: Path, drop: set[str], method: str) -> None:
+    """Rewrites `path` atomically without the rows of `drop` (failed rows about to be retried)."""
+    kept = [r for r in read_rows(path) if not (str(r["qid"]) in drop and r.get("method", method) == method)]
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def run_method(method: str, questions: Sequence[QuestionRecord], answer_fn: AnswerFn, out_path: Path, *,
                concurrency: int = 4, judge_fn: JudgeFn | None = None, resume: bool = True,
-               on_done: Callable[[dict[str, Any]], None] | None = None) -> RunOutcome:
-    """Answers the questions not yet in ``out_path`` with ``concurrency`` workers."""
+               on_done: Callable[[dict[str, Any]], None] | None = None,
+               on_start: Callable[[int], None] | None = None,
+               retry_failed: Sequence[str] = RETRY_ON_RESUME) -> RunOutcome:
+    """Answers the questions not yet in ``out_path`` with ``concurrency`` workers. Rows whose
+    failure is in ``retry_failed`` are answered again. ``on_start(done)`` is told how many were
+    already done. Ctrl-C stops at once (questions in flight are dropped) and raises
+    RunInterrupted; every row written before it is kept."""
     out_path = Path(out_path)
     if not resume and out_path.exists():
         out_path.unlink()
     finished = {str(r["qid"]): r for r in read_rows(out_path) if r.get("method", method) == method}
+    retry = {qid for qid, r in finished.items() if r.get("failure") in retry_failed}
+    if retry:
+        _rewrite_without(out_path, retry, method)
+        for qid in retry:
+            del finished[qid]
     todo = [q for q in questions if q.qid not in finished]
+    if on_start is not None:
+        on_start(len(questions) - len(todo))
     new_rows: dict[str, dict[str, Any]] = {}
+    stop = threading.Event()
 
-    def work(question: Question) -> dict[str, Any]:
+    def work(question: QuestionRecord) -> dict[str, Any]:
         start = time.perf_counter()
+        failure = "error"
         try:
             result = answer_fn(question)
             error = None
         except Exception as exc:  # one bad question must not sink the run; the row records why
+            from glmcot.llm.types import LLMError
+
             result, error = None, f"{type(exc).__name__}: {exc}"
-        row = make_row(method, question, result, time.perf_counter() - start, error)
-        if judge_fn is not None:
+            failure = "backend_error" if isinstance(exc, LLMError) else "error"
+        row = make_row(method, question, result, time.perf_counter() - start, error, failure)
+        if judge_fn is not None and not stop.is_set():
             try:
                 row["judge"], row["judge_reply"] = judge_fn(question, row["model_answer"])
             except Exception as exc:
                 row["judge_reply"] = f"judge failed: {type(exc).__name__}: {exc}"
         return row
 
+    # Daemon workers, not a ThreadPoolExecutor: on Ctrl-C the process must not wait for the
+    # questions in flight (an executor joins its threads at exit).
+    pending: queue.SimpleQueue = queue.SimpleQueue()
+    results: queue.SimpleQueue = queue.SimpleQueue()
+    for question in todo:
+        pending.put(question)
+
+    def worker() -> None:
+        while not stop.is_set():
+            try:
+                question = pending.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                results.put(work(question))
+            except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+                results.put(exc)
+
     start = time.perf_counter()
-    with RowWriter(out_path) as writer, ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        futures = [pool.submit(work, q) for q in todo]
-        for future in as_completed(futures):
-            row = future.result()
-            writer.write(row)
-            new_rows[row["qid"]] = row
-            if on_done is not None:
-                on_done(row)
+    threads = [threading.Thread(target=worker, name=f"glmcot-eval-{i}", daemon=True)
+               for i in range(min(max(1, concurrency), max(1, len(todo))))]
+    with RowWriter(out_path) as writer:
+        for thread in threads:
+            thread.start()
+        received = 0
+        try:
+            while received < len(todo):
+                try:
+                    row = results.get(timeout=0.2)   # a timeout keeps Ctrl-C deliverable
+                except queue.Empty:
+                    continue
+                received += 1
+                if isinstance(row, BaseException):
+                    raise row
+                writer.write(row)
+                new_rows[row["qid"]] = row
+                if on_done is not None:
+                    on_done(row)
+        except KeyboardInterrupt:
+            stop.set()
+            raise RunInterrupted(method, out_path, len(questions) - len(todo) + received,
+                                 len(questions)) from None
+        finally:
+            stop.set()
     wall = time.perf_counter() - start
     rows = [new_rows.get(q.qid) or finished[q.qid] for q in questions]
     return RunOutcome(rows=rows, new=len(todo), skipped=len(questions) - len(todo), wall_s=wall)

@@ -4,14 +4,15 @@ Everything that depends on another package's constructor lives here, in one plac
 
 from __future__ import annotations
 
+import os
+
 import contextlib
 import dataclasses
-import os
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from glmcot.eval.config import EvalConfig
-from glmcot.eval.questions import Question
+from glmcot.data.questions import QuestionRecord
 
 
 # Qwen3-shaped, random weights: 4 layers, hidden 256, an 8k context that holds Graph-CoT's prompts
@@ -105,10 +106,15 @@ def resolve_device(device: str) -> str:
         return "cpu"
 
 
+ENGINE_SERVER_SPECS = ("vllm+glmcot:", "sglang+glmcot:")
+
+
 def backend_spec(config: EvalConfig, scripted: bool) -> str:
     if scripted:
         return f"scripted+native:{config.model or DEFAULT_SCRIPTED_MODEL}"
     if config.llm:
+        if config.llm.startswith(ENGINE_SERVER_SPECS):  # vLLM with glmcot's plugin, or SGLang's priority eviction
+            return config.llm
         return f"openai:{config.llm}"
     if config.model:
         if not config.model.startswith("random:") and not Path(config.model).expanduser().is_dir():
@@ -122,7 +128,7 @@ def describe_backend(config: EvalConfig, scripted: bool) -> str:
     if scripted:
         return f"scripted policy on {config.model or DEFAULT_SCRIPTED_MODEL} (random weights: system measurement)"
     if config.llm:
-        return f"{config.api_model or 'server default model'} at {config.llm}"
+        return f"{config.llm_model or 'server default model'} at {config.llm}"
     return f"native engine, {config.model}"
 
 
@@ -140,22 +146,41 @@ def answer_backend(config: EvalConfig, scripted_questions: Any = None, context: 
     spec = backend_spec(config, scripted_questions is not None)
     options: dict[str, Any] = {}
     if spec.startswith("openai:"):
-        options.update(model=config.api_model, api_key=config.api_key)
+        options.update(model=config.llm_model, api_key=config.llm_api_key, timeout_s=config.llm_timeout,
+                       max_retries=config.llm_retries)
+    elif spec.startswith(ENGINE_SERVER_SPECS):
+        # the served model's tokenizer directory for exact level spans (unset: the server's /tokenize)
+        options.update(model=config.llm_model, api_key=config.llm_api_key, timeout_s=config.llm_timeout,
+                       max_retries=config.llm_retries, tokenizer=os.environ.get("GLMCOT_LLM_TOKENIZER"))
     else:
         options.update(engine_options(config))
         options.update(engine or {})
     if scripted_questions is not None:
         options["questions"] = (str(scripted_questions) if isinstance(scripted_questions, Path)
                                 else scripted_questions)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         backend = make_backend(spec, context=context, **options)
     except (ValueError, OSError) as exc:
         raise SetupError(f"cannot start the LLM backend {spec}: {exc}") from None
     try:
+        check_backend(backend, f"the LLM server {config.llm}" if config.llm else "the LLM backend")
         yield backend
     finally:
         backend.close()
+
+
+def check_backend(backend: Any, what: str) -> None:
+    """Fails before a run, in one line, when the backend cannot answer at all (nothing listening,
+    a URL without /v1, an unknown model), instead of failing every question one by one."""
+    check = getattr(backend, "check", None)
+    if check is None:
+        return
+    from glmcot.llm.types import LLMError
+
+    try:
+        check()
+    except LLMError as exc:
+        raise SetupError(f"{what} cannot answer: {exc}") from None
 
 
 def judge_backend_spec(config: EvalConfig) -> str | None:
@@ -164,7 +189,7 @@ def judge_backend_spec(config: EvalConfig) -> str | None:
     return None
 
 
-def judge_function(config: EvalConfig, answer_backend_: Any, options: Any) -> Callable[[Question, str], tuple]:
+def judge_function(config: EvalConfig, answer_backend_: Any, options: Any) -> Callable[[QuestionRecord, str], tuple]:
     """Judge with the GPT4score protocol: a dedicated server if --judge-llm, else the answering model."""
     from glmcot.eval.metrics import judge
 
@@ -174,12 +199,18 @@ def judge_function(config: EvalConfig, answer_backend_: Any, options: Any) -> Ca
     if config.judge_llm:
         from glmcot.llm import make_backend
 
-        backend = make_backend(f"openai:{config.judge_llm}", model=config.judge_model or config.api_model,
-                               api_key=config.api_key)
+        backend = make_backend(f"openai:{config.judge_llm}", model=config.judge_model or config.llm_model,
+                               api_key=config.llm_api_key, timeout_s=config.llm_timeout,
+                               max_retries=config.llm_retries)
+        try:
+            check_backend(backend, f"the judge server {config.judge_llm}")
+        except SetupError:
+            backend.close()
+            raise
 
     rule = getattr(config, "judge_rule", "original")
 
-    def run(question: Question, prediction: str) -> tuple[bool | None, str]:
+    def run(question: QuestionRecord, prediction: str) -> tuple[bool | None, str]:
         return judge(backend, question.question, prediction, question.answer, qid=question.qid, rule=rule)
 
     return run
@@ -190,14 +221,14 @@ def describe_judge(config: EvalConfig, options: Any) -> str:
     protocol = ("GPT4score as Graph-CoT's eval.py scores (its prompt; only exactly 'Yes' is 1)" if rule == "original"
                 else "lenient judge (glmcot's prompt, lenient yes/no, unreadable replies left out)")
     if config.judge_llm:
-        return f"LLM judge {config.judge_model or config.api_model or 'default model'} at {config.judge_llm}, {protocol}, not GPT-4"
+        return f"LLM judge {config.judge_model or config.llm_model or 'default model'} at {config.judge_llm}, {protocol}, not GPT-4"
     return f"LLM judge = the answering model ({describe_backend(config, False)}), {protocol}, not GPT-4"
 
 
 # ---- methods -------------------------------------------------------------------------------------
 
 def method_answer_fn(method: str, context: Any, backend: Any, config: EvalConfig,
-                     agent_options: dict[str, Any] | None = None) -> Callable[[Question], Any]:
+                     agent_options: dict[str, Any] | None = None) -> Callable[[QuestionRecord], Any]:
     """A thread-safe function answering one question with the method."""
     if method in ("base", "text-rag", "graph-rag"):
         from glmcot.eval.baselines import Baseline

@@ -98,8 +98,11 @@ def render_chunk_at(graph: Graph, index: int, config: ChunkConfig = DEFAULT_CHUN
 
 
 def chunk_key(graph: Graph, node_id: str, config: ChunkConfig = DEFAULT_CHUNK_CONFIG) -> str:
-    """Reuse key of a vertex chunk: store, node, renderer version and rendering options."""
-    return f"vertex:{graph.store_id}:{node_id}:{CHUNK_RENDERER_VERSION}:{config.signature}"
+    """Reuse key of a vertex chunk: store, node, renderer version and rendering options; for an
+    updated store also a digest of the chunk's text, so changed content never reuses old KV."""
+    key = f"vertex:{graph.store_id}:{node_id}:{CHUNK_RENDERER_VERSION}:{config.signature}"
+    digest = getattr(graph, "content_digest", None)
+    return key if digest is None else f"{key}:{digest(node_id, config)}"
 
 
 __all__ = [

@@ -51,47 +51,60 @@ class ImportProgress:
 
 @app.command("import")
 def import_command(
-    graph_json: Path = typer.Argument(..., help="A GRBench graph.json ('<type>_nodes' -> id -> {features, neighbors})."),
+    sources: list[Path] = typer.Argument(..., help="A GRBench graph.json; CSV/Parquet tables (files or folders); or an N-Triples .nt/.nt.gz file (docs/graph-formats.md)."),
     out: Path = typer.Option(..., "--out", "-o", help="Store directory to create (written atomically)."),
     force: bool = typer.Option(False, "--force", help="Replace an existing store at --out."),
-    batch_size: int = typer.Option(20_000, help="Nodes handed to the writer at a time (memory vs. call overhead)."),
+    batch_size: int = typer.Option(20_000, help="Nodes (JSON) or rows (tables) handed to the writer at a time (memory vs. call overhead)."),
     max_depth: int = typer.Option(64, "--max-depth", min=1,
-                                  help="Deepest JSON nesting accepted inside one feature or neighbour value."),
+                                  help="JSON: deepest nesting accepted inside one feature or neighbour value."),
     as_json: bool = typer.Option(False, "--json", help="Print the import report as JSON."),
+    source_format: str = typer.Option("auto", "--format", help="auto (from the file names), json, tables or triples."),
+    reverse_suffix: str = typer.Option("", "--reverse-suffix", help="Tables and triples: also store each edge backwards as <relation><suffix> (e.g. _of)."),
+    text_key: list[str] = typer.Option([], "--text-key", help="Tables: TYPE=FEATURE, the feature that is a type's text (repeatable)."),
+    text_predicate: str = typer.Option("", "--text-predicate", help="Triples: the predicate IRI whose literal is a node's text (default rdfs:label)."),
+    id_prefix: str = typer.Option("", "--id-prefix", help="Triples: an IRI prefix dropped from node ids (e.g. http://example.org/)."),
 ) -> None:
-    """Import a GRBench graph.json into a memory-mapped store (two streaming passes)."""
+    """Import a graph into a memory-mapped store: GRBench JSON, CSV/Parquet tables or N-Triples, streaming."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
     from glmcot.graph.errors import GraphFormatError
-    from glmcot.graph.importer import import_graph_json
+    from glmcot.graph.sources import SourceFormat, import_source
 
+    try:
+        chosen_format = SourceFormat(source_format)
+        text_keys = dict(item.split("=", 1) for item in text_key)
+    except ValueError:
+        _fail(f"--format must be one of auto, json, tables, triples and --text-key TYPE=FEATURE; got {source_format!r}, {text_key}")
     columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
     with Progress(*columns, transient=as_json, disable=as_json) as progress:
         report = ImportProgress(progress)
 
         try:
-            result = import_graph_json(graph_json, out, overwrite=force, batch_size=batch_size, progress=report,
-                                       max_depth=max_depth)
-        except (GraphFormatError, FileExistsError, FileNotFoundError) as error:
+            result = import_source(sources, out, chosen_format, overwrite=force, batch_size=batch_size,
+                                   reverse_suffix=reverse_suffix, text_keys=text_keys, text_predicate=text_predicate or None,
+                                   id_prefix=id_prefix, progress=report, max_depth=max_depth)
+        except (GraphFormatError, FileExistsError, FileNotFoundError, ValueError) as error:
             progress.stop()
             _fail(str(error))
-    report_dict = result.__dict__
     if as_json:
-        typer.echo(json.dumps(report_dict, ensure_ascii=False))
+        typer.echo(json.dumps(result, ensure_ascii=False))
         return
-    typer.echo(f"imported {result.nodes:,} nodes, {result.edges:,} edges into {result.out_dir} in {result.seconds:.1f} s")
-    if result.dangling_neighbors:
-        typer.echo(f"note: {result.dangling_neighbors:,} neighbour ids name no node; kept in their lists and degrees "
-                   f"as Graph-CoT and GRBench's gold answers count them (looking one up says no such node), e.g.:")
-        for example in result.dangling_examples[:5]:
+    typer.echo(f"imported {result['nodes']:,} nodes, {result['edges']:,} edges into {result['out_dir']} in {result['seconds']:.1f} s")
+    if result["dangling_neighbors"]:
+        if result.get("format") == "grbench-json":
+            typer.echo(f"note: {result['dangling_neighbors']:,} neighbour ids name no node; kept in their lists and "
+                       "degrees as Graph-CoT and GRBench's gold answers count them (looking one up says no such node), e.g.:")
+        else:
+            typer.echo(f"warning: {result['dangling_neighbors']:,} edges name a node that does not exist and were dropped, e.g.:")
+        for example in result["dangling_examples"][:5]:
             typer.echo(f"  {example}")
-    for name, nodes in result.flattened_neighbor_objects.items():
+    for name, nodes in result.get("flattened_neighbor_objects", {}).items():
         typer.echo(f"note: {name} was an object of lists on {nodes:,} nodes (citation depth keys); "
                    f"read as one list concatenated in key order, as GRBench's legal post-processing does")
-    if result.non_finite_numbers:
-        typer.echo(f"note: {result.non_finite_numbers:,} NaN/Infinity tokens read as floats (as Python's json.load does)")
-    if result.null_features:
-        typer.echo(f"note: {result.null_features:,} features are null; they exist with the value None")
+    if result.get("non_finite_numbers"):
+        typer.echo(f"note: {result['non_finite_numbers']:,} NaN/Infinity tokens read as floats (as Python's json.load does)")
+    if result.get("null_features"):
+        typer.echo(f"note: {result['null_features']:,} features are null; they exist with the value None")
 
 
 @app.command("info")
@@ -201,6 +214,10 @@ def embed_command(
         config = IndexConfig(kind=index, hnsw_m=hnsw_m, ivf_nlist=ivf_nlist, ivf_nprobe=ivf_nprobe)
     except (GraphFormatError, ValueError) as error:
         _fail(str(error))
+    delta = getattr(graph, "delta", None)
+    if delta is not None and (delta.nodes or delta.edges):
+        _fail(f"{store} has updates not yet compacted (updates keep the index current themselves); "
+              f"run `glmcot graph compact {store}` before rebuilding the index")
     embedder = SentenceTransformerEmbedder(model, device=device) if model else MiniLMEmbedder(device=device)
     with Progress(TextColumn("embedding nodes"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   disable=as_json) as progress:
@@ -298,3 +315,60 @@ def _emit_error(call: str, error: Exception, as_json: bool) -> None:
     typer.echo(f"{type(error).__name__}: {error}", err=True)
     sys.stdout.flush()
     raise typer.Exit(1)
+
+
+@app.command("update")
+def update_command(
+    store: Path = typer.Argument(..., help="A store directory (from `glmcot graph import`)."),
+    changes: list[Path] = typer.Argument(..., help="Operations (.jsonl, see docs/graph-formats.md), node/edge tables (rows are upserts) or N-Triples."),
+    reverse_suffix: str = typer.Option("", "--reverse-suffix", help="Tables and triples: also upsert each edge backwards as <relation><suffix>, as at import."),
+    text_predicate: str = typer.Option("", "--text-predicate", help="Triples: the predicate whose literal is a node's text (default rdfs:label)."),
+    id_prefix: str = typer.Option("", "--id-prefix", help="Triples: an IRI prefix dropped from node ids, as at import."),
+    as_json: bool = typer.Option(False, "--json", help="Print the new version and counts as JSON."),
+) -> None:
+    """Apply upserts and deletes as one new numbered version (a delta over the base; all or nothing)."""
+    import itertools
+
+    from glmcot.graph.changes import read_changes
+    from glmcot.graph.errors import GraphFormatError
+    from glmcot.graph.versions import apply_update
+
+    try:
+        operations = itertools.chain.from_iterable(
+            read_changes(path, reverse_suffix, text_predicate or None, id_prefix) for path in changes)
+        result = apply_update(store, operations)
+    except (GraphFormatError, FileNotFoundError, ValueError) as error:
+        _fail(str(error))
+    report = result.report
+    payload = {"store": str(store), "version": result.version, "seconds": result.seconds, "embedded": result.embedded,
+               "upserted_nodes": report.upserted_nodes, "deleted_nodes": report.deleted_nodes,
+               "upserted_edges": report.upserted_edges, "deleted_edges": report.deleted_edges,
+               "text_changed": len(report.text_changed)}
+    if as_json:
+        typer.echo(json.dumps(payload))
+        return
+    typer.echo(f"version {result.version}: {report.upserted_nodes:,} nodes upserted, {report.deleted_nodes:,} deleted, "
+               f"{report.upserted_edges:,} edges upserted, {report.deleted_edges:,} deleted ({result.seconds:.2f} s)")
+
+
+@app.command("compact")
+def compact_command(
+    store: Path = typer.Argument(..., help="A store directory with updates."),
+    as_json: bool = typer.Option(False, "--json", help="Print the new version as JSON."),
+) -> None:
+    """Fold the committed delta into a new base, atomically (readers keep their version)."""
+    import time
+
+    from glmcot.graph.errors import GraphFormatError
+    from glmcot.graph.versions import compact
+
+    started = time.perf_counter()
+    try:
+        version = compact(store)
+    except GraphFormatError as error:
+        _fail(str(error))
+    seconds = time.perf_counter() - started
+    if as_json:
+        typer.echo(json.dumps({"store": str(store), "version": version, "seconds": seconds}))
+        return
+    typer.echo(f"version {version}: compacted into a new base in {seconds:.2f} s")

@@ -8,7 +8,7 @@ from glmcot.llm.types import LLMBackend
 
 SPEC_HELP = (
     "scripted | scripted+native:MODEL | scripted+openai+glmcot:URL | openai:URL | "
-    "openai-completions:URL | openai+glmcot:URL | native:MODEL | replay:FILE "
+    "openai-completions:URL | openai+glmcot:URL | vllm+glmcot:URL | sglang+glmcot:URL | native:MODEL | replay:FILE "
     "(MODEL: random:qwen3:tiny or a checkpoint directory)"
 )
 
@@ -26,6 +26,11 @@ def make_backend(spec: str, **options: Any) -> LLMBackend:
     - ``openai+glmcot:URL`` / ``openai-completions+glmcot:URL``: the same, always sending glmcot
       serve's extra fields (segments, session, forced text, end_session).
     - ``scripted+openai+glmcot:URL``: the scripted policy force-decoded through glmcot serve.
+    - ``vllm+glmcot:URL``: a vLLM server with glmcot's plugin: token-id prompts with the segments'
+      levels and the session (options: tokenizer, the served model's tokenizer directory, else the
+      server's /tokenize; chat_template; and the openai options). Plain vLLM ignores the levels.
+    - ``sglang+glmcot:URL``: an SGLang server with ``--radix-eviction-policy priority``: levels as
+      request priorities (options as openai).
     - ``native:MODEL``: the in-process engine; options go to EngineConfig.
     - ``replay:FILE``: recorded calls or question traces.
 
@@ -57,6 +62,8 @@ def _build(spec: str, options: dict[str, Any]) -> LLMBackend:
             raise ValueError(f"unexpected text after 'scripted' in {spec!r}; did you mean scripted+native:{rest}?")
         return ScriptedBackend(questions, inner=inner, code_runner=code_runner, counter=counter)
     base_kind, plus, flavour = kind.partition("+")
+    if base_kind in ("vllm", "sglang"):
+        return _build_engine_server(spec, base_kind, flavour, rest, options)
     if base_kind in ("openai", "openai-completions", "openai-chat"):
         if plus and flavour != "glmcot":
             raise ValueError(f"unknown backend {spec!r}; did you mean {base_kind}+glmcot:URL?")
@@ -91,3 +98,28 @@ def _build(spec: str, options: dict[str, Any]) -> LLMBackend:
 
         return ReplayBackend(rest, strict=bool(options.pop("strict", False)))
     raise ValueError(f"unknown backend {spec!r}; expected {SPEC_HELP}")
+
+
+_SERVER_OPTIONS = {"model", "api_key", "timeout_s", "max_retries", "backoff_s", "stream", "extra_body", "counter"}
+
+
+def _build_engine_server(spec: str, kind: str, flavour: str, rest: str, options: dict[str, Any]) -> LLMBackend:
+    """vllm+glmcot:URL and sglang+glmcot:URL."""
+    if flavour != "glmcot":
+        raise ValueError(f"unknown backend {spec!r}; did you mean {kind}+glmcot:URL (or openai:URL for a plain server)?")
+    if not rest:
+        raise ValueError(f"{spec!r}: give the server URL, e.g. {kind}+glmcot:http://127.0.0.1:8000/v1")
+    chosen = {k: v for k, v in options.items() if k in _SERVER_OPTIONS}
+    if kind == "vllm":
+        from glmcot.llm.vllm_backend import VLLMBackend
+
+        return VLLMBackend(rest, tokenizer=options.get("tokenizer"), chat_template=bool(options.get("chat_template", False)),
+                           **chosen)
+    from glmcot.llm.sglang_backend import SGLangBackend
+
+    tokenizer = options.get("tokenizer")
+    if tokenizer and "counter" not in chosen:
+        from glmcot.llm.tokens import HFTokenCounter
+
+        chosen["counter"] = HFTokenCounter(str(tokenizer))
+    return SGLangBackend(rest, mode=options.get("mode", "chat"), system_prompt=options.get("system_prompt"), **chosen)

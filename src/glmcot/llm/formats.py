@@ -10,6 +10,10 @@ Formats:
 
 Servers drop the stop string from the output, so every parser accepts a missing closing tag. The
 scripted policy renders through the same functions, so scripted runs exercise these parsers.
+
+Every parser is linear in the reply's length (a reply is untrusted and may be 100k+ characters):
+the regular expressions here have no two adjacent quantifiers over the same characters (which
+backtrack quadratically), and the Graph-CoT labels and bracket calls are plain scans.
 """
 
 from __future__ import annotations
@@ -30,6 +34,18 @@ DETERMINISTIC = "deterministic"
 NON_DETERMINISTIC = "non-deterministic"
 
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL | re.IGNORECASE)
+
+
+def valid_text(text: str) -> str:
+    """`text` as valid Unicode: each lone surrogate (U+D800-U+DFFF, which an upstream server can
+    send as a JSON escape and a snippet can build from one) becomes U+FFFD, and a split surrogate
+    pair becomes its character. Lone surrogates cannot be encoded as UTF-8, so without this they
+    raise UnicodeEncodeError wherever the text is tokenised, hashed, sent or written."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 class FormatError(ValueError):
@@ -67,9 +83,12 @@ def parse_label(text: str) -> bool:
     )
 
 
+_FIRST_MISSING = re.compile(r"<missing>(.*?)(?:</missing>|$)", re.DOTALL | re.IGNORECASE)
+
+
 def parse_first_missing(text: str) -> str | None:
     """The <missing> part of a classify-and-plan reply, if any."""
-    match = re.search(r"<missing>\s*(.*?)\s*(?:</missing>|$)", strip_thinking(text), re.DOTALL | re.IGNORECASE)
+    match = _FIRST_MISSING.search(strip_thinking(text))
     if not match:
         return None
     return match.group(1).strip() or None
@@ -91,8 +110,10 @@ def render_missing(missing: str) -> str:
     return f"<missing>{missing}</missing>"
 
 
-_TAG = re.compile(r"<(answer|missing)>\s*(.*?)\s*(?:</\1>|<(?:answer|missing)>|$)", re.DOTALL | re.IGNORECASE)
-_PLAIN = re.compile(r"^\s*(?:final\s+)?(answer|missing(?:\s+information)?)\s*[:：]\s*(.+)", re.IGNORECASE | re.MULTILINE)
+# The value is stripped in Python: `\s*(.*?)\s*` would try every split of a whitespace run.
+_TAG = re.compile(r"<(answer|missing)>(.*?)(?:</\1>|<(?:answer|missing)>|$)", re.DOTALL | re.IGNORECASE)
+# `^[^\S\n]*`, not `^\s*`: the latter re-scans a run of blank lines from each line start in it.
+_PLAIN = re.compile(r"^[^\S\n]*(?:final\s+)?(answer|missing(?:\s+information)?)\s*[:：]\s*(.+)", re.IGNORECASE | re.MULTILINE)
 
 
 def parse_reasoning(text: str) -> Reasoning:
@@ -122,7 +143,7 @@ def render_code(code: str) -> str:
 
 
 _CODE_TAG = re.compile(r"<code>\n?(.*?)(?:</code>|$)", re.DOTALL | re.IGNORECASE)
-_FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)(?:```|$)", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"```[ \t]*(?:(?:python|py)[ \t]*)?\n(.*?)(?:```|$)", re.DOTALL | re.IGNORECASE)
 
 
 def parse_code(text: str) -> str:
@@ -143,7 +164,9 @@ def parse_code(text: str) -> str:
         try:
             ast.parse(candidate)
             return candidate
-        except SyntaxError:
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            # Untrusted text: deep nesting makes the parser raise RecursionError/MemoryError, a
+            # NUL or a lone surrogate a ValueError; none of them is a snippet.
             pass
     raise FormatError("expected the snippet inside <code>...</code>, got " + _preview(text))
 
@@ -169,17 +192,79 @@ def render_actions(actions: list[Action]) -> str:
     return ", ".join(f"{a.name}[{a.argument}]" for a in actions)
 
 
+def _is_word_char(char: str) -> bool:
+    """What `\\w` matches."""
+    return char.isalnum() or char == "_"
+
+
+def _label_end(text: str, start: int, word: str, *, ignore_case: bool) -> int:
+    """When `word` at `start` is a label (`word`, spaces, an optional step number, spaces, a
+    colon), the index after the colon, else -1. One greedy pass: the three runs cannot overlap."""
+    end = start + len(word)
+    found = text[start:end]
+    if (found.lower() != word.lower()) if ignore_case else (found != word):
+        return -1
+    length = len(text)
+    while end < length and text[end].isspace():
+        end += 1
+    while end < length and text[end].isdecimal():
+        end += 1
+    while end < length and text[end].isspace():
+        end += 1
+    return end + 1 if text.startswith(":", end) else -1
+
+
+def _first_label(text: str, words: tuple[str, ...]) -> int:
+    """Index of the first `word n:` label (at a word start, exact case), or -1."""
+    best = -1
+    for word in words:
+        start = text.find(word)
+        while start >= 0 and (best < 0 or start < best):
+            if (start == 0 or not _is_word_char(text[start - 1])) and _label_end(text, start, word, ignore_case=False) >= 0:
+                best = start
+                break
+            start = text.find(word, start + 1)
+    return best
+
+
 def clean_step_text(text: str, kind: str, step: int) -> str:
     """One line of a Graph-CoT step: drops thinking, a repeated 'Thought 3:' / 'Action 3:' label and
     anything after a label of the other kind (models run on into the next field)."""
     body = strip_thinking(text).strip()
-    body = re.sub(rf"^\s*{kind}\s*\d*\s*:\s*", "", body, flags=re.IGNORECASE)
-    other = "Action" if kind == "Thought" else "Observation|Thought"
-    body = re.split(rf"\b(?:{other})\s*\d*\s*:", body, maxsplit=1)[0]
+    end = _label_end(body, 0, kind, ignore_case=True)
+    if end >= 0:
+        body = body[end:]
+    other = ("Action",) if kind == "Thought" else ("Observation", "Thought")
+    cut = _first_label(body, other)
+    if cut >= 0:
+        body = body[:cut]
     return body.strip().splitlines()[0].strip() if body.strip() else ""
 
 
-_CALL = re.compile(r"(\w+)\[(.*?)\]")
+def _bracket_calls(body: str) -> list[tuple[str, str]]:
+    """`(name, argument)` for each `name[argument]`, left to right, as `re.findall(r"(\\w+)\\[(.*?)\\]")`
+    would find them, in one pass (the regex re-scans a long word from each of its letters)."""
+    calls = []
+    position = 0
+    while True:
+        opening = body.find("[", position)
+        if opening < 0:
+            return calls
+        start = opening
+        while start > position and _is_word_char(body[start - 1]):
+            start -= 1
+        if start == opening:  # no name before this bracket
+            position = opening + 1
+            continue
+        closing = body.find("]", opening + 1)
+        if closing < 0:
+            return calls
+        newline = body.find("\n", opening + 1, closing)
+        if newline >= 0:  # `.` stops at a newline: no call here
+            position = opening + 1
+            continue
+        calls.append((body[start:opening], body[opening + 1 : closing]))
+        position = closing + 1
 
 
 def parse_actions(text: str) -> list[Action]:
@@ -189,7 +274,7 @@ def parse_actions(text: str) -> list[Action]:
     body = clean_step_text(text, "Action", 0) if text else ""
     if not body:
         return []
-    finish = re.match(r"\s*finish\s*\[(.*)\]?\s*$", body, re.IGNORECASE | re.DOTALL)
+    finish = _FINISH.match(body)
     if finish:
         argument = finish.group(1)
         if argument.endswith("]") and argument.count("[") < argument.count("]"):
@@ -199,10 +284,10 @@ def parse_actions(text: str) -> list[Action]:
         body = body + "]"
     canonical = {name.lower(): name for name in GRAPHCOT_FUNCTIONS}
     canonical["neighborcheck"] = "NeighbourCheck"
-    actions = []
-    for name, argument in _CALL.findall(body):
-        actions.append(Action(canonical.get(name.lower(), name), argument))
-    return actions
+    return [Action(canonical.get(name.lower(), name), argument) for name, argument in _bracket_calls(body)]
+
+
+_FINISH = re.compile(r"\s*finish\s*\[(.*)\]?\s*$", re.IGNORECASE | re.DOTALL)
 
 
 def _preview(text: str, limit: int = 200) -> str:
@@ -219,12 +304,25 @@ def render_fact(number: int, missing: str, output: str) -> str:
     return f"<fact n=\"{number}\">\nNeeded: {missing}\nFound:\n{output.rstrip()}\n</fact>\n"
 
 
-_FACT = re.compile(r"<fact n=\"(\d+)\">\nNeeded: (.*?)\nFound:\n(.*?)\n</fact>", re.DOTALL)
-
-
 def parse_fact(text: str) -> tuple[int, str, str] | None:
-    """(number, missing, output) of a fact segment, or None."""
-    match = _FACT.search(text)
-    if not match:
-        return None
-    return int(match.group(1)), match.group(2), match.group(3)
+    """(number, missing, output) of a fact segment, or None. Plain finds: a regex with two lazy
+    groups re-scans the text once per `Found:` line."""
+    start = text.find('<fact n="')
+    while start >= 0:
+        digits_end = start + len('<fact n="')
+        cursor = digits_end
+        while cursor < len(text) and text[cursor].isdecimal():
+            cursor += 1
+        head = '">\nNeeded: '
+        if cursor > digits_end and text.startswith(head, cursor):
+            needed_start = cursor + len(head)
+            found = text.find("\nFound:\n", needed_start)
+            if found < 0:
+                return None
+            output_start = found + len("\nFound:\n")
+            end = text.find("\n</fact>", output_start)
+            if end < 0:
+                return None
+            return int(text[digits_end:cursor]), text[needed_start:found], text[output_start:end]
+        start = text.find('<fact n="', start + 1)
+    return None

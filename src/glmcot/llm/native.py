@@ -29,9 +29,9 @@ class NativeBackend(LLMBackend):
         self.label = f"native {model}" if model else "native"
 
     def _convert(self, request: LLMRequest):
-        from glmcot.engine import SamplingParams, Segment
+        from glmcot.engine import SamplingParams
 
-        segments = [Segment(s.text, s.level, s.key) for s in request.segments]
+        segments = list(request.segments)
         options: dict[str, Any] = dict(
             temperature=request.temperature,
             top_p=request.top_p,
@@ -51,8 +51,6 @@ class NativeBackend(LLMBackend):
         # the limit).
         try:
             segments, sampling = self._convert(request)
-            # The transient part is what changes between calls; the engine evicts it first.
-            priority = int(request.metadata.get("priority", 0))
         except (ValueError, TypeError) as error:
             raise LLMError(f"native engine: bad request: {type(error).__name__}: {error}") from error
         started = time.perf_counter()
@@ -62,7 +60,7 @@ class NativeBackend(LLMBackend):
                 segments,
                 sampling,
                 session=request.session,
-                priority=priority,
+                priority=request.priority,
                 on_delta=request.on_delta,
                 on_line=request.on_line,
             )

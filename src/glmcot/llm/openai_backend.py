@@ -132,6 +132,40 @@ class OpenAIBackend(LLMBackend):
                 served = [entry for entry in entries if entry.get("id") == self._model] or entries
                 self._glmcot_extras = bool(served) and served[0].get("owned_by") == GLMCOT_OWNER
 
+    def check(self) -> None:
+        """One quick look at the server before a run (no retries): raises LLMError saying why
+        it cannot answer (nothing listening, a URL without /v1, a bad key, an unknown model)."""
+        url = self.base_url + "/models"
+        try:
+            response = self._client.get(url, headers=self._headers, timeout=min(10.0, self.timeout_s))
+        except httpx.ConnectError as error:
+            raise LLMError(f"cannot connect to {self.base_url} (is the server running? {error})") from None
+        except httpx.TimeoutException:
+            raise LLMError(f"{self.base_url} did not answer within {min(10.0, self.timeout_s):g} s") from None
+        except httpx.TransportError as error:
+            raise LLMError(f"cannot reach {self.base_url}: {type(error).__name__}: {error}") from None
+        if response.status_code == 404:
+            if self._model is not None and self.base_url.endswith("/v1"):
+                return   # a server without /models; the model was named, so just try it
+            hint = "" if self.base_url.endswith("/v1") else \
+                f"; OpenAI-compatible servers answer under /v1: try {self.base_url}/v1"
+            raise LLMError(f"{url}: HTTP 404 (not an OpenAI-compatible endpoint{hint})")
+        if response.status_code in (401, 403):
+            raise LLMError(f"{url}: HTTP {response.status_code}, the server refused the API key "
+                           "(set OPENAI_API_KEY or the config's api_key)")
+        if response.status_code >= 400:
+            raise LLMError(f"{url}: HTTP {response.status_code}: {response.text[:200]}")
+        try:
+            entries = [e for e in response.json().get("data", []) if isinstance(e, dict)]
+        except (ValueError, AttributeError):
+            raise LLMError(f"{url} did not answer with a model list (is this an OpenAI-compatible server?)") from None
+        served = [str(e.get("id")) for e in entries if e.get("id")]
+        if self._model is not None and served and self._model not in served:
+            raise LLMError(f"model {self._model!r} is not served by {self.base_url}; it serves "
+                           f"{', '.join(served[:10])}")
+        if self._model is None and not served:
+            raise LLMError(f"{url} lists no model; name one with --llm-model")
+
     def _get(self, path: str) -> dict:
         response = self._client.get(self.base_url + path, headers=self._headers)
         self._raise_for(response)
@@ -150,8 +184,9 @@ class OpenAIBackend(LLMBackend):
         for attempt in range(self.max_retries + 1):
             try:
                 return call()
-            except (httpx.TransportError, _HTTPStatus) as error:
-                transient = isinstance(error, httpx.TransportError) or getattr(error, "status", 0) in _TRANSIENT_STATUS
+            except (httpx.TransportError, _HTTPStatus, _TruncatedStream) as error:
+                transient = isinstance(error, (httpx.TransportError, _TruncatedStream)) or \
+                    getattr(error, "status", 0) in _TRANSIENT_STATUS
                 if not transient or attempt == self.max_retries:
                     raise LLMError(f"{type(error).__name__}: {error}") from error
                 time.sleep(delay * (1 + random.random() * 0.25))
@@ -196,9 +231,8 @@ class OpenAIBackend(LLMBackend):
         if extras:
             if request.session is not None:
                 body["session"] = request.session
-            priority = int(request.metadata.get("priority", 0) or 0)
-            if priority:
-                body["priority"] = priority
+            if request.priority:
+                body["priority"] = request.priority
             if request.forced_text is not None:
                 body["forced_text"] = request.forced_text
         body.update(self.extra_body)
@@ -239,6 +273,7 @@ class OpenAIBackend(LLMBackend):
             # tolerate seeing a line twice.
             pieces: list[str] = []
             splitter = LineSplitter(request.on_delta, request.on_line)
+            complete = False   # saw [DONE] or a finish reason: the server meant to end here
             with self._client.stream("POST", self.base_url + path, headers=self._headers, json=body) as response:
                 if response.status_code >= 400:
                     response.read()
@@ -248,6 +283,7 @@ class OpenAIBackend(LLMBackend):
                         continue
                     payload = line[5:].strip()
                     if payload == "[DONE]":
+                        complete = True
                         break
                     try:
                         data = json.loads(payload)
@@ -266,6 +302,18 @@ class OpenAIBackend(LLMBackend):
                             splitter.feed(piece)
                         if choice.get("finish_reason"):
                             finish = choice["finish_reason"]
+                            complete = True
+                    if isinstance(data.get("error"), dict):   # an error sent inside the stream
+                        error = _HTTPStatus(f"error in the stream from {self.base_url}{path}: "
+                                            f"{data['error'].get('message')}")
+                        error.status = 503 if data["error"].get("type") == "timeout_error" else 500
+                        raise error
+            if not complete:
+                # The connection closed cleanly mid-answer (a proxy, a restart): the text is cut
+                # short. Retried like a dropped connection, never taken as the whole answer.
+                raise _TruncatedStream(f"the stream from {self.base_url}{path} ended after "
+                                       f"{sum(map(len, pieces))} characters without [DONE] or "
+                                       "a finish reason")
             splitter.finish()
             text = "".join(pieces)
         if request.forced_text is not None:
@@ -325,6 +373,10 @@ class OpenAIBackend(LLMBackend):
 
 class _HTTPStatus(Exception):
     status = 0
+
+
+class _TruncatedStream(Exception):
+    """A streamed answer that ended without its end marker (transient: retried)."""
 
 
 def _segments_body(request: LLMRequest) -> list[dict[str, Any]]:

@@ -45,9 +45,6 @@ class HFTokenCounter:
     """Counts with a local Hugging Face tokenizer directory (offline)."""
 
     def __init__(self, path: str):
-        import os
-
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from transformers import AutoTokenizer
 
         self._tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)

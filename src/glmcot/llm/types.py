@@ -6,32 +6,7 @@ import abc
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-# Priority levels of the co-design contract (DESIGN.md, "segments").
-SHARED_PROMPT = 1  # P-I: agent instructions and examples, shared by every question
-NOTEBOOK = 2  # P-II: the running session's notebook
-FINISHED_NOTEBOOK = 3  # P-III: notebooks of finished sessions (set by the engine, not by agents)
-TRANSIENT = 4  # P-IV: question, missing information, generated code
-
-
-@dataclass(frozen=True)
-class Segment:
-    """One piece of a prompt: text, a priority level 1..4 and an optional reuse key."""
-
-    text: str
-    level: int = TRANSIENT
-    key: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.level not in (1, 2, 3, 4):
-            raise ValueError(f"segment level must be 1..4, got {self.level!r}")
-        if not isinstance(self.text, str):
-            raise TypeError(f"segment text must be str, got {type(self.text).__name__}")
-
-
-def join_segments(segments: list[Segment]) -> str:
-    """The flat prompt text: segments concatenated in order, nothing added."""
-    return "".join(segment.text for segment in segments)
-
+from glmcot.contract import Segment, join_segments
 
 @dataclass
 class LLMRequest:
@@ -49,6 +24,9 @@ class LLMRequest:
     on_line: Callable[[str], None] | None = None
     top_p: float = 1.0
     seed: int | None = None
+    # Scheduling priority (lower is served first): which request runs next, not how long its KV is
+    # kept (that is the segments' levels).
+    priority: int = 0
     # Force-decode exactly this completion (the scripted policy on the native engine); backends
     # that cannot force decoding reject a request that sets it.
     forced_text: str | None = None
@@ -112,12 +90,14 @@ class LLMBackend(abc.ABC):
 
 
 class LineSplitter:
-    """Feeds streamed pieces to on_delta and completed lines to on_line."""
+    """Feeds streamed pieces to on_delta and completed lines to on_line. Linear in the text: the
+    unfinished line is kept as a list of pieces and each piece is scanned once (re-scanning and
+    re-copying a growing buffer per piece, or the rest of it per line, is quadratic)."""
 
     def __init__(self, on_delta: Callable[[str], None] | None, on_line: Callable[[str], None] | None):
         self.on_delta = on_delta
         self.on_line = on_line
-        self._pending = ""
+        self._pending: list[str] = []
 
     def feed(self, piece: str) -> None:
         if not piece:
@@ -126,15 +106,30 @@ class LineSplitter:
             self.on_delta(piece)
         if self.on_line is None:
             return
-        self._pending += piece
-        while "\n" in self._pending:
-            line, self._pending = self._pending.split("\n", 1)
-            self.on_line(line)
+        newline = piece.find("\n")
+        if newline < 0:
+            self._pending.append(piece)
+            return
+        self._pending.append(piece[:newline])
+        line = "".join(self._pending)
+        self._pending = []
+        self.on_line(line)
+        start = newline + 1
+        while True:
+            newline = piece.find("\n", start)
+            if newline < 0:
+                break
+            self.on_line(piece[start:newline])
+            start = newline + 1
+        if start < len(piece):
+            self._pending.append(piece[start:])
 
     def finish(self) -> None:
         if self.on_line is not None and self._pending:
-            line, self._pending = self._pending, ""
-            self.on_line(line)
+            line = "".join(self._pending)
+            self._pending = []
+            if line:
+                self.on_line(line)
 
 
 def cut_at_stop(text: str, stop: list[str]) -> tuple[str, bool]:

@@ -5,7 +5,7 @@ Every dependency on those packages' constructors lives here."""
 
 from __future__ import annotations
 
-import os
+import logging
 import threading
 from dataclasses import fields
 from typing import Any, Callable
@@ -43,6 +43,8 @@ class ObservedBackend(LLMBackend):
         pass
 
 
+log = logging.getLogger("glmcot.serve")
+
 def _base_backend(runtime: Runtime) -> LLMBackend | None:
     config = runtime.config
     if runtime.engine is not None:
@@ -52,8 +54,14 @@ def _base_backend(runtime: Runtime) -> LLMBackend | None:
     if config.llm_url:
         from glmcot.llm import make_backend
 
-        return make_backend(f"openai:{config.llm_url}", model=config.llm_model,
-                            api_key=config.llm_api_key)
+        backend = make_backend(f"openai:{config.llm_url}", model=config.llm_model,
+                               api_key=config.llm_api_key, timeout_s=config.llm_timeout_s,
+                               max_retries=config.llm_retries)
+        try:   # the upstream may come up later: say so in the log, do not refuse to start
+            backend.check()
+        except Exception as exc:  # noqa: BLE001 - a warning, the questions will say why again
+            log.warning("the upstream LLM server cannot answer yet: %s", exc)
+        return backend
     return None
 
 
@@ -99,7 +107,6 @@ def attach(runtime: Runtime) -> None:
     from glmcot.agents.context import AgentContext
     from glmcot.agents.runner import make_agent
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     config = runtime.config
     unknown = set(config.agent_options) - {f.name for f in fields(AgentConfig)}
     if unknown:

@@ -16,11 +16,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import glmcot
-from glmcot.serve import ask, errors, openai_api
+from glmcot.serve import ask, errors, openai_api, updates
 from glmcot.serve.config import ServeConfig
 from glmcot.serve.limits import Admission
 from glmcot.serve.metrics import CONTENT_TYPE, ServerMetrics
-from glmcot.serve.runtime import Runtime, build_runtime
+from glmcot.serve.runtime import Runtime
+from glmcot.serve.startup import build_runtime
 from glmcot.serve.schemas import Health
 from glmcot.serve.security import ApiKeyMiddleware, BodyLimitMiddleware
 
@@ -80,7 +81,8 @@ def _validation_message(exc: RequestValidationError) -> tuple[int, str, str]:
         where = ".".join(str(x) for x in problem.get("loc", ()) if x != "body") or "body"
         parts.append(f"{where}: {problem.get('msg', 'invalid')}")
     more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-    return 422, "invalid request: " + "; ".join(parts) + more, "invalid_request"
+    # 400, as OpenAI and vLLM answer (clients retry nothing on it)
+    return 400, "invalid request: " + "; ".join(parts) + more, "invalid_request"
 
 
 def create_app(config: ServeConfig, runtime: Runtime | None = None) -> FastAPI:
@@ -160,6 +162,7 @@ def create_app(config: ServeConfig, runtime: Runtime | None = None) -> FastAPI:
 
     app.include_router(ask.router)
     app.include_router(openai_api.router)
+    app.include_router(updates.router)
 
     # Outermost first: count everything, then authenticate, then bound the body.
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes)

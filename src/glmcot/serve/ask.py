@@ -34,7 +34,7 @@ ERROR_RESPONSES = {
     401: {"description": "Missing or invalid API key"},
     404: {"description": "Unknown graph"},
     413: {"description": "Body or question too large"},
-    422: {"description": "Invalid request"},
+    400: {"description": "Invalid request (a field, a limit, an unknown option)"},
     429: {"description": "Server full; retry later"},
     503: {"description": "Shutting down"},
     504: {"description": "Timed out"},
@@ -124,6 +124,11 @@ def _validate(request: Request, body: AskRequest) -> str:
     if len(body.question) > limit:
         raise errors.APIError(413, f"question of {len(body.question)} characters exceeds the "
                               f"server's limit of {limit}", code="question_too_large")
+    tokens_limit = state.config.max_tokens_limit
+    if body.options.max_tokens is not None and body.options.max_tokens > tokens_limit:
+        raise errors.APIError(400, f"options.max_tokens {body.options.max_tokens} exceeds the "
+                              f"server's limit of {tokens_limit} (--max-tokens-limit)",
+                              code="max_tokens_too_large")
     names = state.runtime.graph_names()
     if body.graph is None:
         if len(names) != 1:

@@ -36,6 +36,13 @@ def serve(
         "Ollama...) for the agents' LLM calls. Its key is read from GLMCOT_LLM_API_KEY.")] = None,
     llm_model: Annotated[Optional[str], typer.Option(
         help="Model name to request from the --llm server.")] = None,
+    llm_timeout: Annotated[float, typer.Option(
+        envvar="GLMCOT_LLM_TIMEOUT", show_envvar=True,
+        help="Seconds per HTTP request to the --llm server.")] = 120.0,
+    llm_retries: Annotated[int, typer.Option(
+        envvar="GLMCOT_LLM_RETRIES", show_envvar=True,
+        help="Retries of a transient --llm failure (connection, 429/5xx, a stream cut "
+        "short).")] = 4,
     scripted: Annotated[Optional[Path], typer.Option(
         help="questions.jsonl with gold plans: answer with the scripted policy (for tests and "
         "benchmarks; measures the system, never model accuracy). Questions are matched by "
@@ -63,6 +70,12 @@ def serve(
     max_question_chars: Annotated[int, typer.Option(help="Question length limit.")] = 4000,
     max_tokens_limit: Annotated[int, typer.Option(
         help="Largest max_tokens a request may ask for.")] = 4096,
+    max_prompts: Annotated[int, typer.Option(
+        help="Prompts one /v1/completions request may carry (400 past it).")] = 32,
+    max_n: Annotated[int, typer.Option(
+        help="Choices (n) per prompt a request may ask for (400 past it).")] = 8,
+    max_session_chars: Annotated[int, typer.Option(
+        help="Length limit of a session id (400 past it).")] = 256,
     engine_option: Annotated[list[str], typer.Option(
         help="Extra EngineConfig field as KEY=JSON_VALUE (e.g. dtype=\"float32\"). "
         "Repeatable.")] = [],
@@ -100,10 +113,12 @@ def serve(
     try:
         config = ServeConfig(
             graphs=_parse_graphs(graph), model=model, llm_url=llm, llm_model=llm_model,
+            llm_timeout_s=llm_timeout, llm_retries=llm_retries,
             scripted=scripted, retriever=retriever, host=host, port=port, api_key=api_key, public_docs=public_docs,
             max_concurrency=max_concurrency, max_queue=max_queue, timeout_s=timeout,
             max_body_bytes=max_body_bytes, max_question_chars=max_question_chars,
-            max_tokens_limit=max_tokens_limit,
+            max_tokens_limit=max_tokens_limit, max_prompts=max_prompts, max_n=max_n,
+            max_session_chars=max_session_chars,
             engine_options=options(engine_option, "--engine-option"),
             agent_options=options(agent_option, "--agent-option"),
             served_model_name=served_model_name, shutdown_grace_s=shutdown_grace)

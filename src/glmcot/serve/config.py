@@ -19,6 +19,8 @@ class ServeConfig:
     llm_url: str | None = None        # or an upstream OpenAI-compatible server
     llm_model: str | None = None      # model name to ask the upstream for
     llm_api_key: str | None = None    # key for the upstream (never logged)
+    llm_timeout_s: float = 120.0      # per HTTP request to the upstream
+    llm_retries: int = 4              # retries of a transient upstream failure
     scripted: Path | None = None      # questions.jsonl: answer with the scripted policy
     retriever: str = "auto"           # RetrieveNode: auto (embedding index if built) | lexical
     engine_options: dict = field(default_factory=dict)  # extra EngineConfig fields
@@ -35,7 +37,11 @@ class ServeConfig:
     max_question_chars: int = 4000
     max_prompt_chars: int = 200_000   # completions / chat prompt text
     max_tokens_limit: int = 4096      # upper bound on a request's max_tokens
+    max_prompts: int = 32             # prompts in one /v1/completions request
+    max_n: int = 8                    # choices (n) per prompt
+    max_session_chars: int = 256      # length of a session id
     shutdown_grace_s: float = 10.0    # in-flight requests get this long on shutdown
+    warmup: bool = True               # one tiny generation at start, before reporting ready
 
     def __post_init__(self) -> None:
         self.graphs = {name: Path(path) for name, path in self.graphs.items()}
@@ -54,11 +60,13 @@ class ServeConfig:
             raise ValueError(f"retriever must be auto, embedding or lexical, not "
                              f"{self.retriever!r}")
         for name in ("max_concurrency", "max_body_bytes", "max_question_chars", "max_prompt_chars",
-                     "max_tokens_limit"):
+                     "max_tokens_limit", "max_prompts", "max_n", "max_session_chars"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
         if self.max_queue < 0:
             raise ValueError("max_queue must be 0 or more")
+        if self.llm_timeout_s <= 0 or self.llm_retries < 0:
+            raise ValueError("llm_timeout_s must be positive and llm_retries 0 or more")
         if self.timeout_s <= 0:
             raise ValueError("timeout_s must be positive")
         for name in self.graphs:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ class Finished:
     completion_tokens: int
     cached_tokens: int
     finish_reason: str
+    logprobs: list[Any] | None = None   # engine TokenLogprob records, when asked for
 
 
 def _count(value: Any) -> int:
@@ -56,7 +58,7 @@ def finished(output: Any) -> Finished:
     return Finished(text=output.text, prompt_tokens=_count(output.prompt_tokens),
                     completion_tokens=_count(getattr(output, "token_ids", None)),
                     cached_tokens=_count(getattr(output, "cached_tokens", 0)),
-                    finish_reason=reason)
+                    finish_reason=reason, logprobs=getattr(output, "logprobs", None))
 
 
 class EngineBridge:
@@ -72,7 +74,12 @@ class EngineBridge:
 
     # --- request building -------------------------------------------------------------------
 
-    def sampling(self, body: Any, max_tokens: int, seed: int | None) -> Any:
+    def token_text(self, token_id: int) -> str:
+        """One token as text (special tokens included), for log-probability listings."""
+        return self.tokenizer.decode([token_id], skip_special_tokens=False)
+
+    def sampling(self, body: Any, max_tokens: int, seed: int | None,
+                 logprobs: int | None = None) -> Any:
         fields: dict[str, Any] = {
             "temperature": 1.0 if body.temperature is None else body.temperature,
             "max_tokens": max_tokens,
@@ -90,6 +97,8 @@ class EngineBridge:
             fields["stop_token_ids"] = list(body.stop_token_ids)
         if body.forced_text is not None:
             fields["forced_text"] = body.forced_text
+        if logprobs is not None:
+            fields["logprobs"] = logprobs
         return self._sampling_cls(**fields)
 
     def segments(self, segments: list[Any]) -> list[Any]:
@@ -107,7 +116,13 @@ class EngineBridge:
                 contents.append(MARK.format(len(pieces) - 1))
             else:
                 if isinstance(message.content, list):
-                    text = "".join(p.text or "" for p in message.content if p.type == "text")
+                    other = [p.type for p in message.content if p.type != "text"]
+                    if other:   # refused by name rather than silently dropped
+                        from glmcot.serve.errors import APIError
+
+                        raise APIError(400, f"content part type {other[0]!r} is not supported "
+                                       "(text only)", code="unsupported_parameter")
+                    text = "".join(p.text or "" for p in message.content)
                 else:
                     text = message.content or ""
                 contents.append(text)
@@ -159,6 +174,10 @@ class EngineBridge:
         return self.engine.stats()
 
 
+class GenerationAborted(RuntimeError):
+    """`Generation.start` after `abort` (shutdown or the client left): nothing more is queued."""
+
+
 class Generation:
     """Several engine requests (choices) whose deltas arrive, in order, on one asyncio queue."""
 
@@ -171,6 +190,8 @@ class Generation:
         self.queue: asyncio.Queue = asyncio.Queue()
         self.futures: list[concurrent.futures.Future] = []
         self.started = time.monotonic()
+        self.aborted = False
+        self._lock = threading.Lock()   # start (a worker thread) races abort (the event loop)
 
     @property
     def size(self) -> int:
@@ -190,12 +211,19 @@ class Generation:
             if text:
                 self._post((index, text))
 
-        future = self.bridge.submit(prompt, sampling, on_delta, self.session, self.priority)
-        future.add_done_callback(lambda _: self._post((index, None)))
-        self.futures.append(future)
+        with self._lock:
+            if self.aborted:
+                raise GenerationAborted("the request was cancelled while its prompts were queued")
+            future = self.bridge.submit(prompt, sampling, on_delta, self.session, self.priority)
+            future.add_done_callback(lambda _: self._post((index, None)))
+            self.futures.append(future)
 
     def abort(self) -> None:
-        for future in self.futures:
+        """Aborts every engine request this generation queued (and any it would queue)."""
+        with self._lock:
+            self.aborted = True
+            futures = list(self.futures)
+        for future in futures:
             try:
                 self.bridge.abort(future)
             except Exception:

@@ -17,8 +17,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from glmcot.serve import errors, sse
-from glmcot.serve.engine_bridge import EngineBridge, Generation
-from glmcot.serve.schemas import (ChatCompletionRequest, ChatCompletionResponse,
+from glmcot.serve.engine_bridge import EngineBridge, Generation, GenerationAborted
+from glmcot.serve.schemas import (MAX_STOP, ChatCompletionRequest, ChatCompletionResponse,
                                   CompletionRequest, CompletionResponse, ModelCard, ModelList)
 
 router = APIRouter(tags=["OpenAI-compatible"])
@@ -52,17 +52,63 @@ async def list_models(request: Request) -> ModelList:
     return ModelList(data=[ModelCard(id=state.config.model_name, created=state.created)])
 
 
+# Fields a client may send that change nothing here: metadata, or a parameter at the value
+# that means "off". Any other field this server does not implement is refused by name.
+IGNORED_FIELDS = frozenset({"store", "metadata", "service_tier"})
+OFF_VALUES: dict[str, tuple[Any, ...]] = {
+    "response_format": ({"type": "text"},), "tool_choice": ("none",), "function_call": ("none",),
+    "best_of": (1,), "parallel_tool_calls": (True, False)}
+
+
+def _refuse(name: str, why: str = "") -> errors.APIError:
+    return errors.APIError(400, f"parameter {name!r} is not supported by this server{why}",
+                           code="unsupported_parameter")
+
+
 def _unsupported(body: Any) -> None:
+    """400 naming the first parameter the server would otherwise silently ignore."""
+    for name, value in (body.model_extra or {}).items():
+        if name in IGNORED_FIELDS or value in (None, "", [], {}):
+            continue
+        if value in OFF_VALUES.get(name, ()):
+            continue
+        raise _refuse(name)
     if getattr(body, "echo", False):
-        raise errors.APIError(400, "echo is not supported", code="unsupported_parameter")
-    if body.logprobs:
-        raise errors.APIError(400, "logprobs are not supported", code="unsupported_parameter")
+        raise _refuse("echo")
     for name in ("presence_penalty", "frequency_penalty"):
         if getattr(body, name) not in (None, 0, 0.0):
-            raise errors.APIError(400, f"{name} is not supported (only 0)",
-                                  code="unsupported_parameter")
-    if body.n > 8:
-        raise errors.APIError(400, "n is limited to 8", code="unsupported_parameter")
+            raise _refuse(name, " (only 0)")
+    if _logprobs(body) is not None and body.stream:
+        raise _refuse("logprobs", " together with stream; ask without stream")
+    if getattr(body, "top_logprobs", None) is not None and not body.logprobs:
+        raise errors.APIError(400, "top_logprobs needs logprobs: true", code="invalid_parameter")
+
+
+def _logprobs(body: Any) -> int | None:
+    """How many alternatives per token the body asks for; None when it wants no logprobs."""
+    if isinstance(body, ChatCompletionRequest):
+        return (body.top_logprobs or 0) if body.logprobs else None
+    return body.logprobs
+
+
+def _check_counts(request: Request, body: Any, num_prompts: int) -> None:
+    """Bounds what one request may queue: prompts, choices per prompt, the session id."""
+    config = _state(request).config
+    if num_prompts > config.max_prompts:
+        raise errors.APIError(400, f"{num_prompts} prompts in one request exceed the server's "
+                              f"limit of {config.max_prompts} (--max-prompts)",
+                              code="too_many_prompts")
+    if body.n > config.max_n:
+        raise errors.APIError(400, f"n={body.n} exceeds the server's limit of {config.max_n} "
+                              "(--max-n)", code="n_too_large")
+    stops = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
+    if len(stops) > MAX_STOP:
+        raise errors.APIError(400, f"{len(stops)} stop strings exceed the limit of {MAX_STOP}",
+                              code="too_many_stop_strings")
+    if body.session is not None and len(body.session) > config.max_session_chars:
+        raise errors.APIError(400, f"session id of {len(body.session)} characters exceeds the "
+                              f"server's limit of {config.max_session_chars} "
+                              "(--max-session-chars)", code="session_too_long")
 
 
 def _max_tokens(request: Request, value: int | None) -> int:
@@ -70,7 +116,8 @@ def _max_tokens(request: Request, value: int | None) -> int:
     if value is None:
         return limit
     if value > limit:
-        raise errors.APIError(400, f"max_tokens {value} exceeds the server's limit of {limit}",
+        raise errors.APIError(400, f"max_tokens {value} exceeds the server's limit of {limit} "
+                              "(--max-tokens-limit)",
                               code="max_tokens_too_large")
     return value
 
@@ -106,6 +153,7 @@ async def completions(body: CompletionRequest, request: Request):
         prompts = list(body.prompt)
     if not prompts:
         raise errors.APIError(400, "the prompt list is empty", code="missing_prompt")
+    _check_counts(request, body, len(prompts))
     _check_prompt_size(request, prompts)
     max_tokens = _max_tokens(request, body.max_tokens)
     return await _serve(request, "/v1/completions", body, model, prompts, max_tokens, chat=False)
@@ -116,6 +164,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request):
     model = _check_model(request, body.model)
     bridge = _bridge(request)
     _unsupported(body)
+    _check_counts(request, body, 1)
     prompt = bridge.chat_prompt(body.messages, body.add_generation_prompt)
     _check_prompt_size(request, [prompt])
     max_tokens = _max_tokens(request, body.max_completion_tokens if body.max_completion_tokens
@@ -128,20 +177,29 @@ async def _serve(request: Request, endpoint: str, body: Any, model: str, prompts
                  max_tokens: int, chat: bool):
     state = _state(request)
     bridge: EngineBridge = state.runtime.bridge
-    ticket = await state.admission.acquire(endpoint)
-    try:
-        generation = Generation(bridge, asyncio.get_running_loop(), body.session, body.priority)
-        ticket.on_cancel.append(generation.abort)
+    ticket = await state.admission.acquire(endpoint, cost=len(prompts) * body.n)
+    generation = Generation(bridge, asyncio.get_running_loop(), body.session, body.priority)
+    ticket.on_cancel.append(generation.abort)
+
+    def submit_all() -> None:
         for prompt in prompts:
             for sample in range(body.n):
-                seed = None if body.seed is None else body.seed + sample
-                generation.start(prompt, bridge.sampling(body, max_tokens, seed))
+                generation.start(prompt, bridge.sampling(body, max_tokens,
+                                                         _sample_seed(body.seed, sample),
+                                                         _logprobs(body)))
+
+    try:
+        # tokenising happens in submit: off the event loop, so /health and others stay served
+        await asyncio.to_thread(submit_all)
     except (ValueError, TypeError) as exc:   # the engine refused the prompt (empty, too long)
         generation.abort()
         ticket.release()
         raise errors.APIError(400, f"{exc}", code="invalid_prompt") from None
+    except GenerationAborted:   # cancelled by the shutdown drain while submitting
+        ticket.release()
+        raise errors.unavailable() from None
     except BaseException:
-        generation.abort()
+        generation.abort()   # also stops a submit_all still running (it checks the flag)
         ticket.release()
         raise
     rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
@@ -170,14 +228,53 @@ async def _serve(request: Request, endpoint: str, body: Any, model: str, prompts
     _count_tokens(state, endpoint, usage)
     if chat:
         choices = [{"index": i, "message": {"role": "assistant", "content": out.text},
-                    "logprobs": None, "finish_reason": out.finish_reason}
+                    "logprobs": _chat_logprobs(bridge, out.logprobs),
+                    "finish_reason": out.finish_reason}
                    for i, out in enumerate(outputs)]
         return {"id": rid, "object": "chat.completion", "created": created, "model": model,
                 "system_fingerprint": fingerprint, "choices": choices, "usage": usage}
-    choices = [{"index": i, "text": out.text, "logprobs": None,
+    choices = [{"index": i, "text": out.text,
+                "logprobs": _completion_logprobs(bridge, out.logprobs, body.logprobs or 0),
                 "finish_reason": out.finish_reason} for i, out in enumerate(outputs)]
     return {"id": rid, "object": "text_completion", "created": created, "model": model,
             "system_fingerprint": fingerprint, "choices": choices, "usage": usage}
+
+
+def _completion_logprobs(bridge: EngineBridge, entries: list[Any] | None, top: int
+                         ) -> dict[str, Any] | None:
+    """The legacy completions shape: parallel lists, top alternatives as {token: logprob}."""
+    if entries is None:
+        return None
+    tokens = [bridge.token_text(e.token_id) for e in entries]
+    offsets, at = [], 0
+    for token in tokens:
+        offsets.append(at)
+        at += len(token)
+    tops = None
+    if top > 0:
+        tops = [{bridge.token_text(t): lp for t, lp in e.top} for e in entries]
+    return {"tokens": tokens, "token_logprobs": [e.logprob for e in entries],
+            "top_logprobs": tops, "text_offset": offsets}
+
+
+def _chat_logprobs(bridge: EngineBridge, entries: list[Any] | None) -> dict[str, Any] | None:
+    if entries is None:
+        return None
+
+    def item(token_id: int, logprob: float) -> dict[str, Any]:
+        text = bridge.token_text(token_id)
+        return {"token": text, "logprob": logprob, "bytes": list(text.encode("utf-8"))}
+
+    content = [{**item(e.token_id, e.logprob), "top_logprobs": [item(t, lp) for t, lp in e.top]}
+               for e in entries]
+    return {"content": content, "refusal": None}
+
+
+def _sample_seed(seed: int | None, sample: int) -> int | None:
+    """Choice `sample`'s seed: seed + sample, wrapped to stay a signed 64-bit integer."""
+    if seed is None:
+        return None
+    return (seed + sample + 2**63) % 2**64 - 2**63
 
 
 def _usage(outputs: list[Any]) -> dict[str, Any]:

@@ -12,6 +12,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 ASK_VERSION = "glmcot.serve.ask/1"
+SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1   # what torch.Generator.manual_seed takes
+MAX_KEY_CHARS = 1024   # a segment's reuse key: keys are kept in the engine's chunk index
+MAX_STOP = 16          # stop strings per request: each is searched at every decoded token
+MAX_STOP_TOKEN_IDS = 256
 EVENT_VERSION = "glmcot.serve.events/1"
 
 
@@ -95,7 +99,8 @@ class SegmentIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     text: str
     level: int = Field(4, ge=1, le=4)
-    key: str | None = Field(None, description="Content key for position-independent reuse.")
+    key: str | None = Field(None, max_length=MAX_KEY_CHARS,
+                            description="Content key for position-independent reuse.")
 
 
 class StreamOptions(BaseModel):
@@ -107,7 +112,7 @@ class EngineExtras(BaseModel):
 
     top_k: int | None = Field(None, ge=-1)
     ignore_eos: bool = False
-    stop_token_ids: list[int] | None = None
+    stop_token_ids: list[int] | None = Field(None, max_length=MAX_STOP_TOKEN_IDS)
     session: str | None = Field(None, description="Session id: notebook blocks stay at level 2.")
     end_session: bool = Field(False, description="End the session when this request finishes.")
     priority: int = Field(0, description="Scheduling priority; lower is served first.")
@@ -116,7 +121,8 @@ class EngineExtras(BaseModel):
 
 
 class CompletionRequest(EngineExtras):
-    model_config = ConfigDict(extra="ignore")
+    # extra fields are kept so the handler can refuse the unsupported ones by name
+    model_config = ConfigDict(extra="allow")
     model: str | None = None
     prompt: str | list[str] | list[int] | list[list[int]] | None = None
     segments: list[SegmentIn] | None = Field(None, description="Prompt as segments "
@@ -127,10 +133,11 @@ class CompletionRequest(EngineExtras):
     n: int = Field(1, ge=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
-    stop: str | list[str] | None = None
-    seed: int | None = None
+    stop: str | list[str] | None = Field(None, description=f"At most {MAX_STOP} strings.")
+    seed: int | None = Field(None, ge=SEED_MIN, le=SEED_MAX, description="A 64-bit signed integer.")
     echo: bool = False
-    logprobs: int | None = None
+    logprobs: int | None = Field(None, ge=0, le=20, description="Log-probabilities of each "
+                                 "output token and of its N likeliest alternatives.")
     presence_penalty: float | None = 0.0
     frequency_penalty: float | None = 0.0
     user: str | None = None
@@ -150,7 +157,7 @@ class ChatMessage(BaseModel):
 
 
 class ChatCompletionRequest(EngineExtras):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="allow")
     model: str | None = None
     messages: list[ChatMessage] = Field(..., min_length=1)
     max_tokens: int | None = Field(None, ge=0)
@@ -160,9 +167,12 @@ class ChatCompletionRequest(EngineExtras):
     n: int = Field(1, ge=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
-    stop: str | list[str] | None = None
-    seed: int | None = None
-    logprobs: bool | None = None
+    stop: str | list[str] | None = Field(None, description=f"At most {MAX_STOP} strings.")
+    seed: int | None = Field(None, ge=SEED_MIN, le=SEED_MAX, description="A 64-bit signed integer.")
+    logprobs: bool | None = Field(None, description="Return each output token's "
+                                  "log-probability.")
+    top_logprobs: int | None = Field(None, ge=0, le=20, description="With logprobs: the N "
+                                     "likeliest alternatives at each position.")
     presence_penalty: float | None = 0.0
     frequency_penalty: float | None = 0.0
     user: str | None = None
@@ -180,10 +190,17 @@ class Usage(BaseModel):
     prompt_tokens_details: PromptTokensDetails | None = None
 
 
+class CompletionLogprobs(BaseModel):
+    tokens: list[str]
+    token_logprobs: list[float]
+    top_logprobs: list[dict[str, float]] | None = None
+    text_offset: list[int]
+
+
 class CompletionChoice(BaseModel):
     index: int
     text: str
-    logprobs: None = None
+    logprobs: CompletionLogprobs | None = None
     finish_reason: str | None
 
 
@@ -203,10 +220,25 @@ class AssistantMessage(BaseModel):
     content: str
 
 
+class TopLogprob(BaseModel):
+    token: str
+    logprob: float
+    bytes: list[int] | None = None
+
+
+class TokenLogprobOut(TopLogprob):
+    top_logprobs: list[TopLogprob] = []
+
+
+class ChatLogprobs(BaseModel):
+    content: list[TokenLogprobOut] | None = None
+    refusal: list[TokenLogprobOut] | None = None
+
+
 class ChatChoice(BaseModel):
     index: int
     message: AssistantMessage
-    logprobs: None = None
+    logprobs: ChatLogprobs | None = None
     finish_reason: str | None
 
 

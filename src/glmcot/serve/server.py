@@ -45,7 +45,8 @@ class BackgroundServer:
     def url(self) -> str:
         return f"http://{self.config.host}:{self.config.port}"
 
-    def start(self, timeout: float = 120.0) -> "BackgroundServer":
+    def start(self, timeout: float = 600.0) -> "BackgroundServer":
+        """Waits (generously: a loaded machine may be slow) until the server accepts requests."""
         self.thread.start()
         deadline = time.monotonic() + timeout
         while not self.server.started:

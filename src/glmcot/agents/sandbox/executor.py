@@ -3,9 +3,11 @@
 Workers are long-lived (the graph is opened once per worker) fresh interpreters started with
 subprocess in their own session (safe when the parent holds torch or engine threads, and no
 `if __name__ == "__main__"` guard is needed in the caller's script).
-A snippet gets a wall-clock budget measured in the parent, excluding time the parent spends
-resolving RetrieveNode for it; on overrun the worker is killed and replaced, and so is a worker
-that dies (CPU hard kill, memory) or reports a MemoryError.
+A snippet gets a wall-clock budget measured in the parent, which includes the time the parent
+spends resolving RetrieveNode for it (reported separately as retrieval_s); on overrun the worker
+is killed and replaced, and so is a worker that dies (CPU hard kill, memory), reports a
+MemoryError or sends a malformed or oversized message. What a worker sends is untrusted: it is
+size-bounded, type-checked and made valid Unicode before anything else sees it.
 
 RetrieveNode goes back to the parent over the pipe: `resolve(text) -> node id` is supplied per
 call, so the global RetrieveNode cache and the pipelined prefetch (a search started while the
@@ -23,12 +25,15 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from glmcot.agents.sandbox import policy
 from glmcot.agents.sandbox.worker import JSONConnection
+from glmcot.llm.formats import valid_text
 
 
 @dataclass
@@ -44,6 +49,8 @@ class SandboxLimits:
     chunk_limit: int = 3
     neighbour_limit: int = 50
     startup_s: float = 60.0
+    max_query_chars: int = 2000  # RetrieveNode text (node texts are titles and names)
+    max_message_bytes: int = 32 * 1024 * 1024  # one worker -> parent message
 
 
 @dataclass
@@ -84,13 +91,41 @@ class SandboxError(RuntimeError):
     """The sandbox itself could not run (a worker failed to start)."""
 
 
+# Variables a worker keeps from the parent's environment when set (what the interpreter needs);
+# everything else, API keys and tokens included, stays in the parent.
+_KEPT_VARIABLES = ("PYTHONHOME", "SYSTEMROOT", "LD_LIBRARY_PATH")
+
+
+def worker_environment() -> dict[str, str]:
+    """The minimal environment of a sandbox worker: the package on PYTHONPATH (plus the parent's
+    PYTHONPATH entries), UTF-8 mode, one BLAS/OpenMP thread, and nothing else of the parent's."""
+    import glmcot
+
+    root = str(Path(glmcot.__file__).resolve().parent.parent)
+    paths = [root] + [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    environment = {
+        "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths)),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUTF8": "1",
+        "PATH": os.defpath,
+        "LANG": "C.UTF-8",
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+    for name in _KEPT_VARIABLES:
+        if name in os.environ:
+            environment[name] = os.environ[name]
+    return environment
+
+
 class _Worker:
     def __init__(self, graph_dir: str, limits: SandboxLimits):
         from multiprocessing.connection import Connection
 
         parent_socket, child_socket = socket.socketpair()
         options = {"memory_mb": limits.memory_mb, "neighbour_limit": limits.neighbour_limit}
-        environment = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        environment = worker_environment()
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "glmcot.agents.sandbox.worker", str(child_socket.fileno()), graph_dir, json.dumps(options)],
@@ -137,6 +172,44 @@ class _Worker:
             pass
 
 
+def _read_message(conn: JSONConnection, max_bytes: int) -> tuple[str, Any]:
+    """One message from a worker as (kind, payload); ValueError for anything malformed (the
+    worker runs untrusted code, so what it sends is checked, and its size bounded)."""
+    message = conn.recv(max_bytes)
+    if not isinstance(message, list) or len(message) != 2 or message[0] not in ("retrieve", "done"):
+        raise ValueError("not a worker message")
+    if message[0] == "done" and not isinstance(message[1], dict):
+        raise ValueError("not a result")
+    return message[0], message[1]
+
+
+def _result(data: dict, seconds: float, retrieval_s: float) -> tuple[ExecutionResult, bool]:
+    """The parent's ExecutionResult from a worker's "done" payload (types checked, text made
+    valid Unicode) and whether to keep the worker."""
+    error = data.get("error")
+    if error is not None:
+        if not isinstance(error, dict):
+            raise ValueError("not an error record")
+        line = error.get("line")
+        error = {
+            "kind": valid_text(str(error.get("kind", "exception"))),
+            "type": valid_text(str(error.get("type", "Error"))),
+            "message": valid_text(str(error.get("message", "")))[:1000],
+            "line": line if isinstance(line, int) else None,
+        }
+    result = ExecutionResult(
+        ok=bool(data.get("ok")) and error is None,
+        output=valid_text(str(data.get("output", ""))),
+        error=error,
+        touched=[valid_text(str(node)) for node in data.get("touched", [])],
+        chunks=[(valid_text(str(item[0])), valid_text(str(item[1]))) for item in data.get("chunks", [])],
+        calls=int(data.get("calls", 0)),
+        seconds=seconds,
+        retrieval_s=retrieval_s,
+    )
+    return result, not data.get("recycle")
+
+
 def _no_retrieval(text: str) -> str:
     raise LookupError("this sandbox has no retrieval index")
 
@@ -155,12 +228,19 @@ class SandboxExecutor:
         self._lock = threading.Lock()
         self._closed = False
         self.replaced = 0
+        # RetrieveNode resolution runs here so the wait can be cut at the snippet's deadline.
+        self._resolvers = ThreadPoolExecutor(max_workers=2 * self.size, thread_name_prefix="sandbox-resolve")
         # Start the first worker now so a broken graph fails here with a clear error; the rest
         # start lazily, in parallel with useful work.
         first = self._spawn()
         self._idle.put(first)
         for _ in range(self.size - 1):
             self._idle.put(None)
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the live workers (for diagnostics and tests)."""
+        with self._lock:
+            return [worker.process.pid for worker in self._all if worker.alive()]
 
     def _spawn(self) -> _Worker:
         worker = _Worker(self.graph_dir, self.limits)
@@ -182,6 +262,9 @@ class SandboxExecutor:
             policy.check_snippet(code, max_chars=self.limits.max_code_chars)
         except policy.SnippetRejected as error:
             return ExecutionResult(ok=False, error={"kind": "rejected", "type": "SnippetRejected", "message": error.message, "line": error.line})
+        except Exception as error:  # untrusted input: whatever the check trips over is a rejection
+            message = f"the snippet could not be checked: {type(error).__name__}: {error}"[:500]
+            return ExecutionResult(ok=False, error={"kind": "rejected", "type": "SnippetRejected", "message": message, "line": None})
         resolve = resolve or _no_retrieval
         worker = self._idle.get()
         try:
@@ -210,14 +293,26 @@ class SandboxExecutor:
             "max_output": limits.max_output,
             "max_calls": limits.max_calls,
             "chunk_limit": limits.chunk_limit,
+            "max_code_chars": limits.max_code_chars,
+            "max_query_chars": limits.max_query_chars,
         }
         started = time.perf_counter()
+        # One budget for everything the snippet makes happen, RetrieveNode resolution included: a
+        # snippet that keeps the parent resolving must not run past its wall limit.
         deadline = started + limits.wall_s
         retrieval_s = 0.0
+
+        def failed(kind: str, type_: str, message: str) -> tuple[ExecutionResult, bool]:
+            error = {"kind": kind, "type": type_, "message": message, "line": None}
+            return ExecutionResult(ok=False, error=error, seconds=time.perf_counter() - started, retrieval_s=retrieval_s), False
+
+        def timed_out() -> tuple[ExecutionResult, bool]:
+            return failed("timeout", "Timeout", f"the snippet ran longer than {limits.wall_s:g} s and was stopped")
+
         try:
             worker.conn.send(["run", job])
         except (OSError, BrokenPipeError, ValueError):
-            return ExecutionResult(ok=False, error={"kind": "killed", "type": "WorkerDied", "message": "the sandbox worker was gone; retry", "line": None}), False
+            return failed("killed", "WorkerDied", "the sandbox worker was gone; retry")
         while True:
             remaining = deadline - time.perf_counter()
             try:
@@ -225,63 +320,63 @@ class SandboxExecutor:
             except (OSError, EOFError):
                 ready = True
             if not ready:
-                return (
-                    ExecutionResult(
-                        ok=False,
-                        error={"kind": "timeout", "type": "Timeout", "message": f"the snippet ran longer than {limits.wall_s:g} s and was stopped", "line": None},
-                        seconds=time.perf_counter() - started,
-                        retrieval_s=retrieval_s,
-                    ),
-                    False,
-                )
+                return timed_out()
             try:
-                message = worker.conn.recv()
-            except (EOFError, OSError, ValueError):
+                kind, payload = _read_message(worker.conn, limits.max_message_bytes)
+            except (EOFError, OSError, ValueError, RecursionError, MemoryError):
+                # Gone, or it sent what no worker sends (too large, not our JSON): either way it
+                # is not to be trusted again.
                 try:
                     worker.process.wait(timeout=1)
                 except subprocess.TimeoutExpired:
                     pass
                 code_ = worker.process.returncode
-                reason = "it exceeded its CPU or memory limit" if code_ is not None and code_ < 0 else "it exited"
-                return (
-                    ExecutionResult(
-                        ok=False,
-                        error={"kind": "killed", "type": "WorkerKilled", "message": f"the snippet's process was stopped: {reason}", "line": None},
-                        seconds=time.perf_counter() - started,
-                        retrieval_s=retrieval_s,
-                    ),
-                    False,
-                )
-            if message[0] == "retrieve":
+                if code_ is None:
+                    reason = "it sent a malformed or oversized message"
+                else:
+                    reason = "it exceeded its CPU or memory limit" if code_ < 0 else "it exited"
+                return failed("killed", "WorkerKilled", f"the snippet's process was stopped: {reason}")
+            if kind == "retrieve":
+                text = valid_text(str(payload))
                 t0 = time.perf_counter()
-                try:
-                    reply = [True, str(resolve(str(message[1])))]
-                except Exception as error:  # no match, no index: the snippet sees RetrievalFailed
-                    reply = [False, f"RetrieveNode({message[1]!r}) found no node: {error}"]
-                spent = time.perf_counter() - t0
-                retrieval_s += spent
-                deadline += spent
+                reply = self._resolve(resolve, text, deadline)
+                retrieval_s += time.perf_counter() - t0
+                if reply is None:
+                    return timed_out()
                 try:
                     worker.conn.send(reply)
                 except (OSError, BrokenPipeError):
                     continue
                 continue
-            if message[0] == "done":
-                data = message[1]
-                result = ExecutionResult(
-                    ok=bool(data.get("ok")),
-                    output=data.get("output", ""),
-                    error=data.get("error"),
-                    touched=list(data.get("touched", [])),
-                    chunks=[tuple(item) for item in data.get("chunks", [])],
-                    calls=int(data.get("calls", 0)),
-                    seconds=time.perf_counter() - started,
-                    retrieval_s=retrieval_s,
-                )
-                return result, not data.get("recycle")
+            if kind == "done":
+                try:
+                    return _result(payload, time.perf_counter() - started, retrieval_s)
+                except (ValueError, TypeError, IndexError, KeyError):
+                    return failed("killed", "WorkerKilled", "the snippet's process was stopped: it sent a malformed result")
+
+    def _resolve(self, resolve: Callable[[str], str], text: str, deadline: float) -> list | None:
+        """The reply to one RetrieveNode ([True, node id] or [False, reason]), or None when the
+        snippet's deadline passed first (the search goes on in the background and may still fill
+        the cache)."""
+        limit = self.limits.max_query_chars
+        if len(text) > limit:
+            return [False, f"the RetrieveNode text is {len(text)} characters; at most {limit}"]
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            return None
+        future = self._resolvers.submit(resolve, text)
+        try:
+            return [True, valid_text(str(future.result(timeout=remaining)))]
+        except FutureTimeout:
+            future.cancel()
+            return None
+        except Exception as error:  # no match, no index: the snippet sees RetrievalFailed
+            shown = text if len(text) <= 80 else text[:80] + "..."
+            return [False, f"RetrieveNode({shown!r}) found no node: {error}"[:500]]
 
     def close(self) -> None:
         self._closed = True
+        self._resolvers.shutdown(wait=False, cancel_futures=True)
         with self._lock:
             workers = list(self._all)
             self._all.clear()

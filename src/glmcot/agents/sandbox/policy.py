@@ -93,16 +93,139 @@ class _GeneratorsToLists(ast.NodeTransformer):
         return ast.copy_location(ast.ListComp(elt=node.elt, generators=node.generators), node)
 
 
-def check_snippet(source: str, *, max_chars: int = 8000) -> CheckedSnippet:
-    """Parses and checks a snippet; raises SnippetRejected with the reason and line."""
+# Nesting bounds. Python's parser, the AST conversion, NodeTransformer and compile() all recurse
+# on nesting depth, so `not not ... 1` or 4,000 chained `+` under the size cap would otherwise
+# raise RecursionError/MemoryError in the parent. Real snippets nest 10-30 levels.
+MAX_NESTING = 100  # AST levels (exact, after parsing)
+MAX_ESTIMATED_NESTING = 200  # the pre-scan's over-estimate (before parsing)
+
+_NESTING_WORDS = frozenset({"not", "and", "or", "if", "else", "lambda", "in", "is", "await"})
+_OPERATOR_CHARS = frozenset("+-*/%@&|^~<>!.")
+_OPENERS = frozenset("([{")
+_CLOSERS = frozenset(")]}")
+
+
+def estimated_nesting(source: str) -> int:
+    """An over-estimate of the AST depth of `source`, in one linear pass without recursion:
+    per open bracket level, 1 plus the operators, keywords and calls chained since the last `,`
+    `;` `:` `=` or line end at that level. String literals and comments are skipped (the exact
+    AST check after parsing covers f-string expressions)."""
+    counts = [0]  # chained operators per open bracket level
+    total = 1  # sum(counts) + len(counts): the estimate at the current point
+    deepest = 1
+    length = len(source)
+    i = 0
+    while i < length:
+        char = source[i]
+        if char == "#":
+            end = source.find("\n", i)
+            i = length if end < 0 else end
+            continue
+        if char in "'\"":
+            quote = source[i : i + 3] if source[i : i + 3] in ("'''", '"""') else char
+            i += len(quote)
+            while i < length:
+                if source[i] == "\\":
+                    i += 2
+                    continue
+                if source.startswith(quote, i):
+                    break
+                if len(quote) == 1 and source[i] == "\n":
+                    break
+                i += 1
+            i += len(quote)
+            continue
+        if char.isalpha() or char == "_":
+            start = i
+            while i < length and (source[i].isalnum() or source[i] == "_"):
+                i += 1
+            if source[start:i] in _NESTING_WORDS:
+                counts[-1] += 1
+                total += 1
+            continue
+        if char in _OPENERS:
+            counts[-1] += 1  # a call, subscript or display is one more level of the outer chain
+            counts.append(0)
+            total += 2
+        elif char in _CLOSERS:
+            if len(counts) > 1:
+                total -= counts.pop() + 1
+        elif char in ",;:" or (char == "=" and source[i - 1 : i] not in ("=", "<", ">", "!") and source[i + 1 : i + 2] != "=") or (char == "\n" and len(counts) == 1):
+            total -= counts[-1]
+            counts[-1] = 0
+        elif char in _OPERATOR_CHARS:
+            counts[-1] += 1
+            total += 1
+        if total > deepest:
+            deepest = total
+            if deepest > MAX_ESTIMATED_NESTING:
+                return deepest
+        i += 1
+    return deepest
+
+
+def nesting_depth(tree: ast.AST, limit: int = MAX_NESTING) -> int:
+    """The AST depth of `tree` (iterative; stops counting once past `limit`)."""
+    deepest = 0
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > deepest:
+            deepest = depth
+            if deepest > limit:
+                return deepest
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+_TOO_DEEP = "the snippet nests too deeply (at most {limit} levels): split long chains of operators or calls into several lines"
+
+
+def _surrogate_at(source: str) -> int:
+    """Index of the first lone surrogate code point (not encodable as UTF-8), or -1."""
+    try:
+        source.encode("utf-8")
+        return -1
+    except UnicodeEncodeError as error:
+        return error.start
+
+
+def parse_snippet(source: str, *, max_chars: int = 8000) -> ast.Module:
+    """Parses a snippet with every bound checked first; raises SnippetRejected (never
+    RecursionError, MemoryError or an encoding error)."""
     if len(source) > max_chars:
         raise SnippetRejected(f"the snippet is {len(source)} characters; keep it under {max_chars}")
     if "\x00" in source:
         raise SnippetRejected("the snippet contains a NUL character")
+    position = _surrogate_at(source)
+    if position >= 0:
+        line = source.count("\n", 0, position) + 1
+        raise SnippetRejected(f"the snippet contains a lone surrogate (U+{ord(source[position]):04X}), which is not valid text", line)
+    if estimated_nesting(source) > MAX_ESTIMATED_NESTING:
+        raise SnippetRejected(_TOO_DEEP.format(limit=MAX_NESTING))
     try:
         tree = ast.parse(source, filename="<snippet>", mode="exec")
     except SyntaxError as error:
         raise SnippetRejected(f"SyntaxError: {error.msg}", error.lineno) from None
+    except (RecursionError, MemoryError):
+        raise SnippetRejected(_TOO_DEEP.format(limit=MAX_NESTING)) from None
+    except ValueError as error:
+        raise SnippetRejected(f"the snippet cannot be parsed: {error}") from None
+    if nesting_depth(tree) > MAX_NESTING:
+        raise SnippetRejected(_TOO_DEEP.format(limit=MAX_NESTING))
+    return tree
+
+
+def check_snippet(source: str, *, max_chars: int = 8000) -> CheckedSnippet:
+    """Parses and checks a snippet; raises SnippetRejected with the reason and line."""
+    tree = parse_snippet(source, max_chars=max_chars)
+    try:
+        return _check_tree(source, tree)
+    except (RecursionError, MemoryError):  # a last wall: the depth bound above should prevent it
+        raise SnippetRejected(_TOO_DEEP.format(limit=MAX_NESTING)) from None
+
+
+def _check_tree(source: str, tree: ast.Module) -> CheckedSnippet:
     tree = _GeneratorsToLists().visit(tree)
     ast.fix_missing_locations(tree)
     callables = set(PRIMITIVES) | set(BUILTINS)
@@ -140,11 +263,11 @@ def check_snippet(source: str, *, max_chars: int = 8000) -> CheckedSnippet:
     return CheckedSnippet(source=source, tree=tree)
 
 
-def extract_retrieve_texts(source: str) -> list[str]:
+def extract_retrieve_texts(source: str, *, max_chars: int = 8000) -> list[str]:
     """The string literals passed to RetrieveNode, in order (for pre-resolution and pipelining)."""
     try:
-        tree = ast.parse(source)
-    except SyntaxError:
+        tree = parse_snippet(source, max_chars=max_chars)
+    except SnippetRejected:
         return []
     texts = []
     for node in ast.walk(tree):

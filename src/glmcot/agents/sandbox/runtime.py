@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from glmcot.agents.sandbox import policy
-from glmcot.agents.sandbox.worker import (
+from glmcot.agents.sandbox.limits import (
     SAFE_BUILTIN_NAMES,
     RetrievalFailed,
     SandboxLimit,
@@ -60,6 +60,7 @@ class SnippetRuntime:
         seen: set[str] = set()
         calls = {"n": 0}
         max_calls = int(job.get("max_calls", 2000))
+        max_query = int(job.get("max_query_chars", 2000))
         retrieval = {"seconds": 0.0}
 
         def touch(node_id: Any) -> None:
@@ -76,6 +77,8 @@ class SnippetRuntime:
             count()
             if not isinstance(text, str):
                 raise TypeError("RetrieveNode takes a string")
+            if len(text) > max_query:
+                raise ValueError(f"the RetrieveNode text is {len(text)} characters; at most {max_query} (pass the name or title only)")
             t0 = time.perf_counter()
             self.conn.send(["retrieve", text])
             ok, value = self.conn.recv()
@@ -104,8 +107,13 @@ class SnippetRuntime:
         scope["print"] = output.print
         result: dict[str, Any] = {"ok": True, "error": None, "recycle": False}
         try:
-            checked = policy.check_snippet(source)
-            code = compile(checked.tree, "<snippet>", "exec")
+            checked = policy.check_snippet(source, max_chars=int(job.get("max_code_chars", 8000)))
+            try:
+                code = compile(checked.tree, "<snippet>", "exec")
+            except (RecursionError, MemoryError):  # the nesting bound should make this unreachable
+                raise policy.SnippetRejected("the snippet nests too deeply to compile") from None
+            except (SyntaxError, ValueError) as error:
+                raise policy.SnippetRejected(f"the snippet cannot be compiled: {error}") from None
         except policy.SnippetRejected as error:
             result.update(ok=False, error={"kind": "rejected", "type": "SnippetRejected", "message": error.message, "line": error.line})
             code = None

@@ -9,6 +9,11 @@ then runs snippets one at a time:
 - CPU time per snippet via RLIMIT_CPU (soft limit raised to 'used so far + budget' before each
   snippet; SIGXCPU becomes an exception), memory via RLIMIT_DATA (the mmapped graph does not count
   towards it, unlike RLIMIT_AS);
+- defence in depth, should a snippet ever get past the allowlist: a minimal environment (no API
+  keys or tokens: the parent passes only what Python needs) and, once the graph is open, no new
+  processes or threads (RLIMIT_NPROC 0; not enforced for root), no file writes (RLIMIT_FSIZE 0,
+  SIGXFSZ ignored so a write fails with an error), no core dumps, and few file descriptors
+  (RLIMIT_NOFILE: those open now, two per store file and a little headroom);
 - RetrieveNode asks the parent over the pipe, so every worker shares the parent's global
   RetrieveNode cache and the pipelined prefetch.
 The parent kills the process on wall-time overrun; a killed worker is replaced.
@@ -20,37 +25,13 @@ worker -> parent ["ready", info] / ["failed", reason] / ["retrieve", text] / ["d
 
 from __future__ import annotations
 
-import builtins
 import json
+import os
 import resource
 import signal
 import sys
-import time
-import traceback
-from typing import Any
 
-SAFE_BUILTIN_NAMES = (
-    "len", "range", "sorted", "reversed", "enumerate", "zip", "min", "max", "sum", "abs", "round",
-    "any", "all", "set", "list", "dict", "tuple", "str", "int", "float", "bool", "isinstance",
-    "True", "False", "None",
-)
-SAFE_EXCEPTIONS = ("Exception", "ValueError", "KeyError", "IndexError", "TypeError", "ZeroDivisionError")
-
-
-class SandboxLimit(Exception):
-    """A per-snippet limit was hit (CPU, output, calls); `kind` names which."""
-
-    def __init__(self, kind: str, message: str):
-        super().__init__(message)
-        self.kind = kind
-
-
-class RetrievalFailed(Exception):
-    """RetrieveNode found nothing (or the graph has no retrieval index)."""
-
-
-def _on_cpu_limit(signum, frame):  # pragma: no cover - exercised in a subprocess
-    raise SandboxLimit("cpu", "the snippet used up its CPU time (an endless or very long loop?)")
+from glmcot.agents.sandbox.limits import on_cpu_limit
 
 
 def _vm_data_bytes() -> int:
@@ -64,22 +45,20 @@ def _vm_data_bytes() -> int:
     return 0
 
 
-def _cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 class JSONConnection:
-    """send/recv of JSON values over a multiprocessing Connection."""
+    """send/recv of JSON values over a multiprocessing Connection. The wire is ASCII JSON: a lone
+    surrogate a snippet prints or passes to RetrieveNode travels as a `\\udXXX` escape instead of
+    failing to encode (which killed the worker and lost its output); the parent makes it U+FFFD."""
 
     def __init__(self, connection):
         self.connection = connection
 
     def send(self, value) -> None:
-        self.connection.send_bytes(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+        self.connection.send_bytes(json.dumps(value, ensure_ascii=True).encode("ascii"))
 
-    def recv(self):
-        return json.loads(self.connection.recv_bytes().decode("utf-8"))
+    def recv(self, max_bytes: int | None = None):
+        """The next value; OSError when the message is over max_bytes."""
+        return json.loads(self.connection.recv_bytes(max_bytes).decode("utf-8"))
 
     def poll(self, timeout: float | None = None) -> bool:
         return self.connection.poll(timeout)
@@ -100,7 +79,8 @@ def main(conn, graph_dir: str, options: dict) -> None:  # pragma: no cover - run
     except BaseException as error:  # report instead of dying silently
         conn.send(("failed", f"{type(error).__name__}: {error}"))
         return
-    signal.signal(signal.SIGXCPU, _on_cpu_limit)
+    signal.signal(signal.SIGXCPU, on_cpu_limit)
+    apply_process_limits(graph_dir)
     memory = int(options.get("memory_mb", 512)) * 1024 * 1024
     if memory > 0:
         limit = _vm_data_bytes() + memory
@@ -128,28 +108,53 @@ def main(conn, graph_dir: str, options: dict) -> None:  # pragma: no cover - run
             return
 
 
-def set_cpu_budget(seconds: float) -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    target = int(_cpu_seconds() + seconds) + 1
-    if hard != resource.RLIM_INFINITY:
-        target = min(target, hard)
-    resource.setrlimit(resource.RLIMIT_CPU, (target, hard))
+def _highest_fd() -> int | None:
+    try:
+        return max(int(name) for name in os.listdir("/proc/self/fd"))
+    except (OSError, ValueError):
+        return None
 
 
-def clear_cpu_budget() -> None:
-    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))
+def _files_under(directory: str) -> int:
+    count = 0
+    stack = [directory]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+                    else:
+                        count += 1
+        except OSError:
+            continue
+    return count
 
 
-def error_record(error: BaseException, kind: str) -> dict[str, Any]:
-    line = None
-    for frame, lineno in traceback.walk_tb(error.__traceback__):
-        if frame.f_code.co_filename == "<snippet>":
-            line = lineno
-    message = str(error)
-    if len(message) > 500:
-        message = message[:500] + "..."
-    return {"kind": kind, "type": type(error).__name__, "message": message, "line": line}
+def _lower_limit(which: int, value: int) -> None:
+    """Sets soft and hard limit to `value` (never raises one; the hard limit cannot come back)."""
+    try:
+        _, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        resource.setrlimit(which, (value, value))
+    except (ValueError, OSError):
+        pass
+
+
+def apply_process_limits(graph_dir: str) -> None:
+    """The process, file-size, core and open-file limits (see the module docstring). Called after
+    the graph is open and before the first snippet."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    _lower_limit(resource.RLIMIT_FSIZE, 0)
+    _lower_limit(resource.RLIMIT_CORE, 0)
+    if hasattr(resource, "RLIMIT_NPROC"):
+        _lower_limit(resource.RLIMIT_NPROC, 0)
+    highest = _highest_fd()
+    if highest is not None:
+        # Feature columns are opened on first use, and each mapped store file can hold two
+        # descriptors (the open file and the one mmap duplicates).
+        _lower_limit(resource.RLIMIT_NOFILE, highest + 1 + 2 * _files_under(graph_dir) + 32)
 
 
 if __name__ == "__main__":  # pragma: no cover - runs in a subprocess

@@ -5,32 +5,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any
-
+from glmcot.contract import Level
+from glmcot.engine.cache.block import KVBlock
 from glmcot.engine.cache.chunk_index import ChunkIndex
 from glmcot.engine.cache.eviction import EvictionPolicy
-
-
-@dataclass(eq=False)
-class KVBlock:
-    block_id: int
-    ref_count: int = 0
-    block_hash: int | None = None  # set once the block is full and cached
-    token_ids: tuple[int, ...] | None = None  # its content, compared on every hit
-    level: int = 4  # priority level of the segment it holds (1 keep longest .. 4 transient)
-    key: str | None = None  # chunk key when the block belongs to a cached vertex chunk
-    owner: str | None = None  # session of the request that filled it (None: no session)
-    shared: bool = False  # read since by a request of another session (or by any, when owner is None)
-    last_access: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
-    prev_free: "KVBlock | None" = field(default=None, repr=False)
-    next_free: "KVBlock | None" = field(default=None, repr=False)
-
-    def reset_content(self) -> None:
-        self.block_hash, self.token_ids, self.key, self.level = None, None, None, 4
-        self.owner, self.shared = None, False
-        self.extra.clear()
 
 
 class BlockPool:
@@ -43,7 +21,7 @@ class BlockPool:
         self.chunks = ChunkIndex()  # vertex chunks, cached by content key in these same blocks
         self.listeners: list[Callable[[KVBlock], None]] = []  # told before a block's content is dropped
         self.num_evictions = 0
-        self.evictions_by_level = [0] * 5  # index = level of the evicted block (1..4)
+        self.evictions_by_level = {level: 0 for level in Level}
         for block in self.blocks:
             policy.add(block)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from glmcot.engine.cache.block_pool import KVBlock
+    from glmcot.engine.cache.block import KVBlock
 
 
 @dataclass(eq=False)

@@ -8,11 +8,10 @@ when it needs a fresh block. All three operations are O(1) for LRU.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from glmcot.engine.cache.block_pool import KVBlock
+    from glmcot.engine.cache.block import KVBlock
 
 
 class EvictionPolicy(ABC):
@@ -80,30 +79,3 @@ class LRUEviction(EvictionPolicy):
         while block is not None:
             yield block
             block = block.next_free
-
-
-def _priority(split_p3: bool) -> Callable[[int, float], EvictionPolicy]:
-    def make(num_blocks: int, p1_cap_fraction: float) -> EvictionPolicy:
-        from glmcot.engine.cache.priority import PriorityEviction
-
-        return PriorityEviction(int(p1_cap_fraction * num_blocks), split_p3=split_p3)
-
-    return make
-
-
-# four-level priority (P4 first, P1 last), LRU inside a level; P3 prefix blocks no other session
-# has read go before the rest of P3 (cache/priority.py)
-_GLM = _priority(split_p3=True)
-POLICIES: dict[str, Callable[..., EvictionPolicy]] = {
-    "lru": lambda num_blocks, p1_cap_fraction: LRUEviction(),
-    "glm": _GLM,
-    "glm-paper": _priority(split_p3=False),  # the four levels exactly as the paper describes them
-    "priority": _GLM,  # another name for glm
-}
-
-
-def make_eviction_policy(name: str, num_blocks: int = 0, p1_cap_fraction: float = 0.25) -> EvictionPolicy:
-    """`p1_cap_fraction`: for `glm`, the share of the pool that P1 blocks may hold protected."""
-    if name not in POLICIES:
-        raise ValueError(f"unknown eviction policy {name!r}; known: {', '.join(POLICIES)}")
-    return POLICIES[name](num_blocks, p1_cap_fraction)

@@ -22,24 +22,38 @@ deletion: add/pop O(log n), remove O(1).
 
 from __future__ import annotations
 
+import enum
 import heapq
 import itertools
 from typing import TYPE_CHECKING
 
+from glmcot.contract import Level
 from glmcot.engine.cache.eviction import EvictionPolicy
 
 if TYPE_CHECKING:
-    from glmcot.engine.cache.block_pool import KVBlock
+    from glmcot.engine.cache.block import KVBlock
 
-EMPTY = 0  # pseudo level: a free block with no cached content
-UNSHARED_P3 = 5  # pseudo level: a P3 prefix block only its own session has read (with split_p3)
-ORDER = (EMPTY, 4, UNSHARED_P3, 3, 2, 1)  # eviction order of the heaps
+class FreeQueue(enum.IntEnum):
+    """The policy's free lists, in eviction order: a lower queue is emptied first. Not levels:
+    two of them (EMPTY, UNSHARED_FINISHED) are states of a block, not levels agents assign."""
+
+    EMPTY = 0  # no cached content
+    TRANSIENT = 1
+    UNSHARED_FINISHED = 2  # a P3 prefix block only its own session has read (with split_p3)
+    FINISHED_NOTEBOOK = 3
+    NOTEBOOK = 4
+    SHARED_PROMPT = 5
+
+
+QUEUE_OF_LEVEL = {level: FreeQueue[level.name] for level in Level}
+LEVEL_OF_QUEUE = {queue: level for level, queue in QUEUE_OF_LEVEL.items()} | {
+    FreeQueue.UNSHARED_FINISHED: Level.FINISHED_NOTEBOOK}
 
 
 class _Entry:
     __slots__ = ("key", "block", "live", "heap")
 
-    def __init__(self, key: tuple[float, int], block: "KVBlock", heap: int) -> None:
+    def __init__(self, key: tuple[float, int], block: "KVBlock", heap: FreeQueue) -> None:
         self.key, self.block, self.live, self.heap = key, block, True, heap
 
     def __lt__(self, other: "_Entry") -> bool:
@@ -56,8 +70,8 @@ class PriorityEviction(EvictionPolicy):
             raise ValueError("p1_cap_blocks must be >= 0")
         self.p1_cap = p1_cap_blocks
         self.split_p3 = split_p3
-        self._heaps: dict[int, list[_Entry]] = {level: [] for level in ORDER}
-        self._live: dict[int, int] = {level: 0 for level in ORDER}
+        self._heaps: dict[FreeQueue, list[_Entry]] = {queue: [] for queue in FreeQueue}
+        self._live: dict[FreeQueue, int] = {queue: 0 for queue in FreeQueue}
         self._entries: dict[int, _Entry] = {}  # block_id -> its live entry
         self._seq = itertools.count()
         self.num_p1_overflow = 0  # P1 blocks ordered as P2 because the cap was reached
@@ -65,15 +79,16 @@ class PriorityEviction(EvictionPolicy):
     def add(self, block: "KVBlock") -> None:
         if block.block_id in self._entries:
             raise ValueError(f"block {block.block_id} is already free")
-        level = self._heap_of(block)
-        if level == 1 and self.p1_cap is not None and self._live[1] >= self.p1_cap:
+        queue = self._queue_of(block)
+        protected = FreeQueue.SHARED_PROMPT
+        if queue == protected and self.p1_cap is not None and self._live[protected] >= self.p1_cap:
             if self.p1_cap == 0:
-                level = 2
+                queue = FreeQueue.NOTEBOOK
             else:  # the least recently used protected P1 block makes room
-                oldest = self._pop_live(1)
-                self._push(oldest.block, 2, oldest.key)
+                oldest = self._pop_live(protected)
+                self._push(oldest.block, FreeQueue.NOTEBOOK, oldest.key)
                 self.num_p1_overflow += 1
-        self._push(block, level, (block.last_access, next(self._seq)))
+        self._push(block, queue, (block.last_access, next(self._seq)))
 
     def remove(self, block: "KVBlock") -> None:
         entry = self._entries.pop(block.block_id)
@@ -81,9 +96,9 @@ class PriorityEviction(EvictionPolicy):
         self._live[entry.heap] -= 1
 
     def pop(self) -> "KVBlock":
-        for level in ORDER:
-            if self._live[level]:
-                entry = self._pop_live(level)
+        for queue in FreeQueue:
+            if self._live[queue]:
+                entry = self._pop_live(queue)
                 del self._entries[entry.block.block_id]
                 return entry.block
         raise IndexError("no free KV blocks")
@@ -94,14 +109,18 @@ class PriorityEviction(EvictionPolicy):
         if entry is None:
             return
         self.remove(block)
-        self._push(block, self._heap_of(block), entry.key)
+        self._push(block, self._queue_of(block), entry.key)
 
-    def level_of_free(self, block: "KVBlock") -> int | None:
-        """The heap a free block sits in (0 = empty, 1..4), None if it is in use."""
+    def level_of_free(self, block: "KVBlock") -> Level | None:
+        """The level a free block is ordered at (a P1 block past the cap reads as P2); None when it
+        is in use or holds nothing cached."""
+        queue = self.queue_of_free(block)
+        return None if queue is None else LEVEL_OF_QUEUE.get(queue)
+
+    def queue_of_free(self, block: "KVBlock") -> FreeQueue | None:
+        """The free list a block sits in; None if it is in use."""
         entry = self._entries.get(block.block_id)
-        if entry is None:
-            return None
-        return 3 if entry.heap == UNSHARED_P3 else entry.heap
+        return None if entry is None else entry.heap
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -111,33 +130,34 @@ class PriorityEviction(EvictionPolicy):
 
     def __iter__(self):
         """Free blocks in eviction order (a snapshot)."""
-        for level in ORDER:
-            for entry in sorted(e for e in self._heaps[level] if e.live):
+        for queue in FreeQueue:
+            for entry in sorted(e for e in self._heaps[queue] if e.live):
                 yield entry.block
 
     # ---- heaps ------------------------------------------------------------------------------
-    def _heap_of(self, block: "KVBlock") -> int:
+    def _queue_of(self, block: "KVBlock") -> FreeQueue:
         if not holds_content(block):
-            return EMPTY
-        if block.level == 3 and self.split_p3 and block.key is None and not block.shared:
-            return UNSHARED_P3
-        return block.level
+            return FreeQueue.EMPTY
+        if (block.level == Level.FINISHED_NOTEBOOK and self.split_p3 and block.key is None
+                and not block.shared):
+            return FreeQueue.UNSHARED_FINISHED
+        return QUEUE_OF_LEVEL[block.level]
 
-    def _push(self, block: "KVBlock", level: int, key: tuple[float, int]) -> None:
-        entry = _Entry(key, block, level)
+    def _push(self, block: "KVBlock", queue: FreeQueue, key: tuple[float, int]) -> None:
+        entry = _Entry(key, block, queue)
         self._entries[block.block_id] = entry
-        self._live[level] += 1
-        heap = self._heaps[level]
+        self._live[queue] += 1
+        heap = self._heaps[queue]
         heapq.heappush(heap, entry)
-        if len(heap) > 64 and len(heap) > 4 * self._live[level]:  # drop dead entries now and then
-            self._heaps[level] = heap = [e for e in heap if e.live]
+        if len(heap) > 64 and len(heap) > 4 * self._live[queue]:  # drop dead entries now and then
+            self._heaps[queue] = heap = [e for e in heap if e.live]
             heapq.heapify(heap)
 
-    def _pop_live(self, level: int) -> _Entry:
-        heap = self._heaps[level]
+    def _pop_live(self, queue: FreeQueue) -> _Entry:
+        heap = self._heaps[queue]
         while True:
             entry = heapq.heappop(heap)
             if entry.live:
                 entry.live = False
-                self._live[level] -= 1
+                self._live[queue] -= 1
                 return entry

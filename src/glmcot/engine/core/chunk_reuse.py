@@ -44,6 +44,7 @@ from dataclasses import dataclass
 
 import torch
 
+from glmcot.contract import Level
 from glmcot.engine.cache.chunk_index import ChunkEntry
 from glmcot.engine.cache.kv_cache_manager import KVCacheManager
 from glmcot.engine.cache.sessions import SessionLevels
@@ -60,7 +61,7 @@ SIGHTINGS_KEPT = 1 << 16  # keys whose sightings are remembered (least recently 
 @dataclass(eq=False)
 class ChunkUse:
     key: str
-    level: int
+    level: Level
     session: str | None
     start: int  # prompt position of the chunk's first token
     reuse_start: int  # first position copied from the cache (start + tokens recomputed in context)

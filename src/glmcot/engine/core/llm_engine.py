@@ -11,8 +11,9 @@ from typing import Any
 
 import torch
 
+from glmcot.contract import Level, Segment
 from glmcot.engine.allocator import keep_large_buffers
-from glmcot.engine.cache.eviction import make_eviction_policy
+from glmcot.engine.cache.policies import make_eviction_policy
 from glmcot.engine.cache.kv_cache_manager import KVCacheManager
 from glmcot.engine.cache.sessions import SessionLevels
 from glmcot.engine.config import EngineConfig
@@ -20,7 +21,7 @@ from glmcot.engine.core.chunk_reuse import ChunkReuse
 from glmcot.engine.core.detokenizer import TextStream
 from glmcot.engine.core.model_runner import ModelRunner, kv_bytes_per_token
 from glmcot.engine.core.request import Request, SegmentSpan
-from glmcot.engine.core.sampler import sample
+from glmcot.engine.core.sampler import sample, token_logprob
 from glmcot.engine.core.scheduler import Scheduler
 from glmcot.engine.models.loader import DTYPES, LoadedModel, load_model
 from glmcot.engine.outputs import PromptTooLongError, RequestOutput
@@ -106,19 +107,19 @@ class LLMEngine:
         token boundaries."""
         if isinstance(prompt, str):
             ids = self.tokenizer.encode(prompt, add_special_tokens=True)
-            return ids, [SegmentSpan(0, len(ids), 4, None)]
+            return ids, [SegmentSpan(0, len(ids), Level.TRANSIENT, None)]
         items = list(prompt)
         if all(isinstance(t, int) for t in items):
             bad = [t for t in items if not 0 <= t < self.model_config.vocab_size]
             if bad:
                 raise ValueError(f"token ids out of range [0, {self.model_config.vocab_size}): {bad[:5]}")
-            return items, [SegmentSpan(0, len(items), 4, None)]
-        if all(hasattr(s, "text") and hasattr(s, "level") for s in items):
+            return items, [SegmentSpan(0, len(items), Level.TRANSIENT, None)]
+        if all(isinstance(s, Segment) for s in items):
             ids: list[int] = []
             spans = []
             for i, segment in enumerate(items):
                 part = self.tokenizer.encode(segment.text, add_special_tokens=i == 0)
-                spans.append(SegmentSpan(len(ids), len(ids) + len(part), int(segment.level), getattr(segment, "key", None)))
+                spans.append(SegmentSpan(len(ids), len(ids) + len(part), segment.level, segment.key))
                 ids.extend(part)
             return ids, spans
         raise TypeError("a prompt is a str, a list of token ids, or a list of Segment")
@@ -169,7 +170,10 @@ class LLMEngine:
         if request is None:
             return None
         self.scheduler.abort(request)
-        request.stream.finish(stopped_by_string=False)
+        try:
+            request.stream.finish(stopped_by_string=False)
+        except Exception:  # a failing detokeniser must not keep the request (or its caller) alive
+            log.exception("detokenising aborted request %s", request_id)
         return self._output(request)
 
     def reset_prefix_cache(self) -> bool:
@@ -207,19 +211,27 @@ class LLMEngine:
             self.chunks.after_step([item.request for item in plan.scheduled])
         finished = []
         if sampled:
-            tokens = sample(logits.cpu(), sampled)
+            logits = logits.cpu()
+            tokens = sample(logits, sampled)
             now = time.monotonic()
-            for request, token in zip(sampled, tokens):
+            for row, (request, token) in enumerate(zip(sampled, tokens)):
                 if request.is_chunk_job:
                     continue
-                if self._append(request, token, now):
-                    finished.append(self._output(request))
+                try:
+                    if isinstance(token, Exception):
+                        raise token
+                    if self._append(request, token, now, logits[row] if request.logprobs is not None else None):
+                        finished.append(self._output(request))
+                except Exception as exc:  # sampling or detokenising this request failed: it alone fails
+                    log.exception("request %s failed in sampling or detokenisation", request.request_id)
+                    finished.append(self._fail(request, exc, now))
         self.num_steps += 1
         self.busy_time += time.monotonic() - started
         return finished
 
-    def _append(self, request: Request, token: int, now: float) -> bool:
-        """Add one generated token; True when the request finished."""
+    def _append(self, request: Request, token: int, now: float, logits: torch.Tensor | None = None) -> bool:
+        """Add one generated token; True when the request finished. `logits`: its row, when the
+        request wants log-probabilities."""
         params = request.sampling
         if request.num_output_tokens >= params.max_tokens:  # max_tokens=0: a prefill-only request
             return self._finish(request, "length", False, now)
@@ -228,6 +240,8 @@ class LLMEngine:
                 return self._finish(request, "stop", False, now)
             token = request.forced_token_ids[request.num_output_tokens]
         request.all_token_ids.append(token)
+        if logits is not None:
+            request.logprobs.append(token_logprob(logits, token, request.sampling.logprobs or 0))
         self.num_generated_tokens += 1
         if request.metrics.first_token_time is None:
             request.metrics.first_token_time = now
@@ -253,6 +267,19 @@ class LLMEngine:
         request.stream.finish(stopped_by_string)
         return True
 
+    def _fail(self, request: Request, exc: Exception, now: float) -> RequestOutput:
+        """Finish `request` with finish_reason "error", freeing its blocks."""
+        self.requests.pop(request.request_id, None)
+        try:
+            self.scheduler.abort(request)
+        except Exception:  # its blocks may already be gone; the request is over either way
+            log.exception("freeing failed request %s", request.request_id)
+        request.finish_reason = "error"
+        request.metrics.finished_time = now
+        out = self._output(request)
+        out.error = f"{type(exc).__name__}: {exc}"
+        return out
+
     def _output(self, request: Request) -> RequestOutput:
         m = request.metrics
         if m.first_token_time is not None:
@@ -263,7 +290,8 @@ class LLMEngine:
             m.e2e = m.finished_time - m.arrival_time
         return RequestOutput(request.request_id, request.stream.text, request.output_token_ids, request.num_prompt_tokens,
                              max(request.num_cached_tokens, 0), request.finish_reason, m,
-                             request.all_token_ids[: request.num_prompt_tokens])
+                             request.all_token_ids[: request.num_prompt_tokens],
+                             logprobs=list(request.logprobs) if request.logprobs is not None else None)
 
     def stats(self) -> dict[str, Any]:
         elapsed = time.monotonic() - self.started

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from glmcot.contract import Level
 from glmcot.engine.outputs import RequestMetrics
 from glmcot.engine.sampling_params import SamplingParams
 
@@ -23,7 +24,7 @@ class SegmentSpan:
 
     start: int
     end: int
-    level: int
+    level: Level
     key: str | None
 
 
@@ -55,6 +56,7 @@ class Request:
         self.chunk_captures: list = []  # ChunkUse records of chunks to index once computed in context
         self.is_chunk_job = False  # an internal request computing one vertex chunk in isolation
         self.levels_tagged = 0  # blocks whose priority level has been claimed
+        self.logprobs: list | None = [] if sampling.logprobs is not None else None  # TokenLogprob per output token
 
     @property
     def num_tokens(self) -> int:
@@ -73,13 +75,13 @@ class Request:
         """Lower runs first: (priority, arrival)."""
         return (self.priority, self.arrival_seq)
 
-    def level_of(self, start: int, end: int) -> int:
+    def level_of(self, start: int, end: int) -> Level:
         """The most important (lowest) level among segments overlapping [start, end); generated
-        tokens are transient (4)."""
+        tokens are transient."""
         levels = [s.level for s in self.spans if s.start < end and s.end > start]
         if end > self.num_prompt_tokens:
-            levels.append(4)
-        return min(levels) if levels else 4
+            levels.append(Level.TRANSIENT)
+        return min(levels) if levels else Level.TRANSIENT
 
     @property
     def finished(self) -> bool:

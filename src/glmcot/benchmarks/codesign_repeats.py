@@ -7,11 +7,13 @@ reads any number of such results, groups them by setting (sessions in flight, KV
 and prints per setting the runs, the repeats, their median, range and how many beat the paper's
 figure. It writes a JSON summary and a PNG (one dot per repeat, the median, the paper's line).
 
-    python benchmarks/codesign_repeats.py runs/a.json runs/b.json runs/c.json
-    python benchmarks/codesign_repeats.py runs/*.json --effect priority_miss_pct
+    python -m glmcot.benchmarks.codesign_repeats runs/a.json runs/b.json runs/c.json
+    python -m glmcot.benchmarks.codesign_repeats runs/*.json --effect priority_miss_pct
 """
 
 from __future__ import annotations
+
+from glmcot.offline import stay_offline
 
 import argparse
 import json
@@ -19,9 +21,7 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import codesign  # noqa: E402  (the run header, number format, figure and JSON writing)
+from glmcot.benchmarks import codesign  # noqa: E402  (the run header, number format, figure and JSON writing)
 
 # Settings that make two results comparable: the same workload, pool and concurrency.
 SETTING_KEYS = ("model", "dtype", "device", "concurrency", "kv_tokens", "sessions", "prompt_words", "neighbours",
@@ -119,6 +119,7 @@ def plot(rows: list[dict], effect: str, path: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stay_offline()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", nargs="+", type=Path, help="codesign.py result files")
     parser.add_argument("--effect", default="priority_throughput_pct",

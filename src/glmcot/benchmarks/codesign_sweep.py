@@ -10,27 +10,24 @@ that makes about 1.75x as many tokens of the same text, so its pools correspond 
 chunk), prefill tokens computed, evictions per level, and the paper's two cache effects (vertex
 reuse: hit-rate points against fact notebooks, split into its two parts; priority eviction:
 change in misses) at each pool size. Throughput needs
-the real model's compute: benchmarks/codesign.py at a chosen pool size measures it.
+the real model's compute: glmcot.benchmarks.codesign at a chosen pool size measures it.
 
-    python benchmarks/codesign_sweep.py                                # synthetic workload
-    python benchmarks/codesign_sweep.py --record-traces 30 --sessions 60   # recorded GLM sessions
-    python benchmarks/codesign_sweep.py --traces runs/bench-codesign/traces --kv-tokens 16384 32768
+    python -m glmcot.benchmarks.codesign_sweep                                # synthetic workload
+    python -m glmcot.benchmarks.codesign_sweep --record-traces 30 --sessions 60   # recorded GLM sessions
+    python -m glmcot.benchmarks.codesign_sweep --traces runs/bench-codesign/traces --kv-tokens 16384 32768
 
 Writes a JSON file and a PNG (hit rate and P1/P2 evictions against pool size, one line per arm).
 """
 
 from __future__ import annotations
 
+from glmcot.offline import stay_offline
+
 import argparse
-import os
-import sys
 import textwrap
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-import codesign  # noqa: E402  (the workloads and the arms)
+from glmcot.benchmarks import codesign  # noqa: E402  (the workloads and the arms)
 
 DEFAULT_ARMS = ("lru+facts", "lru", "lru+chunks", "glm-paper+chunks", "glm+chunks")
 # What a sweep row keeps of an arm's result: its cache behaviour, not its timings.
@@ -65,6 +62,7 @@ def plot(rows: list[dict], arms: list[str], path: Path, title: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stay_offline()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kv-tokens", type=int, nargs="+", default=[4096, 6144, 8192, 12288, 16384, 24576, 32768],
                         help="KV pool sizes (tokens) to sweep")

@@ -8,15 +8,17 @@ cache hit). At the small size it also writes the graph as GRBench graph.json and
 the Graph-CoT way of holding a graph (json.load into dicts): load time, memory, lookup latency,
 and times our streaming importer on the same file.
 
-    python benchmarks/graph.py                 # 10^6 and 10^7 edges (about 3 minutes on 2 cores)
-    python benchmarks/graph.py --quick         # 10^5 and 10^6 edges
-    python benchmarks/graph.py --out benchmarks/results/graph.json
+    python -m glmcot.benchmarks.graph                 # 10^6 and 10^7 edges (about 3 minutes on 2 cores)
+    python -m glmcot.benchmarks.graph --quick         # 10^5 and 10^6 edges
+    python -m glmcot.benchmarks.graph --out runs/bench/graph.json
 
 RetrieveNode search is timed over random unit vectors standing in for node embeddings (embedding
 10^5+ node texts with MiniLM on 2 CPU cores would take many minutes); the query embedding is real.
 """
 
 from __future__ import annotations
+
+from glmcot.offline import stay_offline
 
 import argparse
 import gc
@@ -60,7 +62,7 @@ def generate(out: Path, edges: int, seed: int = 0) -> dict:
     authors = max(papers // 2, 5)
     venues = max(papers // 1000, 2)
     started = time.perf_counter()
-    with StoreWriter(out, overwrite=True, source={"generator": "benchmarks/graph.py", "seed": seed}) as writer:
+    with StoreWriter(out, overwrite=True, source={"generator": "glmcot.benchmarks.graph", "seed": seed}) as writer:
         writer.add_nodes(
             "paper",
             [f"{i:024x}" for i in range(papers)],
@@ -289,7 +291,8 @@ def print_table(results: dict) -> None:
                   f"{row['search']['p99_us']:.1f} us | {row['retrieve_node_p50_us'] / 1000:.2f} ms")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    stay_offline()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="10^5 and 10^6 edges instead of 10^6 and 10^7")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
@@ -298,7 +301,7 @@ def main() -> None:
     parser.add_argument("--no-retrieval", action="store_true", help="skip the RetrieveNode measurements")
     parser.add_argument("--torch-threads", type=int, default=1,
                         help="torch threads for encoding one query (default 1, as the library; 0: torch's default)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     sizes = [10**5, 10**6] if args.quick else [10**6, 10**7]
     vector_sizes = [10**4, 10**5] if args.quick else [10**5, 5 * 10**5]

@@ -12,11 +12,13 @@
 Every arm of a comparison alternates with the others, several rounds; the median counts. On a
 shared machine only the ratios mean something.
 
-  python benchmarks/engine_kernels.py                 # about 3 minutes on 2 cores
-  python benchmarks/engine_kernels.py --dtype bfloat16
+  python -m glmcot.benchmarks.engine_kernels                 # about 3 minutes on 2 cores
+  python -m glmcot.benchmarks.engine_kernels --dtype bfloat16
 """
 
 from __future__ import annotations
+
+from glmcot.offline import stay_offline
 
 import argparse
 import json
@@ -133,14 +135,15 @@ def decode_steps(model: str, dtype: str, rounds: int) -> dict:
     return result
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    stay_offline()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     parser.add_argument("--model", default="random:qwen3:0.6b", help="model of the decode-step comparison")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--out", default="benchmarks/results/engine_kernels.json")
-    args = parser.parse_args()
+    parser.add_argument("--out", default="runs/bench/engine_kernels.json")
+    args = parser.parse_args(argv)
     import torch
     from rich.console import Console
     from rich.table import Table

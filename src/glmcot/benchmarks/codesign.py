@@ -42,14 +42,16 @@ on the same prompts: top-1 agreement and KL of the next-token distributions, tea
 the same completion. Random weights cannot tell fidelity for a real model: run the same command
 with --model /path/to/local/checkpoint for that.
 
-    python benchmarks/codesign.py                  # about 6-8 minutes on 2 CPU cores
-    python benchmarks/codesign.py --quick          # about 2 minutes
-    python benchmarks/codesign.py --record-traces 20 --sessions 100   # recorded GLM sessions
-    python benchmarks/codesign.py --traces runs/glm-traces/           # from benchmarks/agents.py --traces or run_questions(traces=)
-    python benchmarks/codesign.py --model /models/Qwen3-0.6B --device cuda --kv-tokens 60000 --sessions 400
+    python -m glmcot.benchmarks.codesign                  # about 6-8 minutes on 2 CPU cores
+    python -m glmcot.benchmarks.codesign --quick          # about 2 minutes
+    python -m glmcot.benchmarks.codesign --record-traces 20 --sessions 100   # recorded GLM sessions
+    python -m glmcot.benchmarks.codesign --traces runs/glm-traces/           # from glmcot.benchmarks.agents --traces or run_questions(traces=)
+    python -m glmcot.benchmarks.codesign --model /models/Qwen3-0.6B --device cuda --kv-tokens 60000 --sessions 400
 """
 
 from __future__ import annotations
+
+from glmcot.offline import stay_offline
 
 import argparse
 import hashlib
@@ -65,8 +67,6 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 RANDOM_CAVEAT = ("fidelity on random weights says nothing about a real model: rerun this command with "
                  "--model /path/to/local/checkpoint to measure it")
@@ -169,7 +169,7 @@ def make_workload(seed: int, num_sessions: int, num_vertices: int, zipf_s: float
     sessions = []
     for q in range(num_sessions):
         sid = f"q{q}"
-        question = Segment(f"Question {q}: {words(rng, 8)}?\n", 4)
+        question = Segment(f"QuestionRecord {q}: {words(rng, 8)}?\n", 4)
         session = Session(sid)
         deterministic = rng.random() < 0.3
         session.calls.append(Call("classify", [Segment(prompts["classify"], 1), question],
@@ -282,14 +282,14 @@ def record_traces(per_domain: int, domains: list[str], folder: Path, console) ->
     MiniLM retrieval and the sandbox as in `glmcot eval`, and records its question traces."""
     from glmcot.agents import AgentConfig, AgentContext, make_backend, run_questions
     from glmcot.eval.config import default_cache_dir
-    from glmcot.eval.demo import DEMO_SCALE, DEMO_SEED, ensure_dataset, pick_questions
-    from glmcot.eval.questions import load_questions
+    from glmcot.eval.workload import DEMO_SCALE, DEMO_SEED, ensure_dataset, pick_questions
+    from glmcot.data.questions import read_questions
 
     paths = []
     for domain in domains:
         path = folder / f"{domain}-glm.jsonl"
         data = ensure_dataset(domain, DEMO_SCALE, DEMO_SEED, default_cache_dir())
-        records = [q.record for q in pick_questions(load_questions(data / "questions.jsonl", domain=domain), per_domain)]
+        records = list(pick_questions(read_questions(data / "questions.jsonl", domain=domain), per_domain))
         console.print(f"[dim]recording {len(records)} {domain} questions (GLM, scripted policy) into {path}[/dim]")
         with AgentContext(data, domain=domain) as context:
             backend = make_backend("scripted", questions=records, context=context)
@@ -682,6 +682,7 @@ def print_report(rows: dict[str, dict], ours: dict, ours_cpu: dict, fid: dict | 
 
 
 def main(argv: list[str] | None = None) -> int:
+    stay_offline()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="random:qwen3:tiny", help="random:<family>:<size> or a local checkpoint directory")
     parser.add_argument("--dtype", default="float32")

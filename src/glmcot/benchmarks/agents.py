@@ -14,15 +14,17 @@ MiniLM node index (or uses lexical matching with --retriever lexical), then runs
 and checks that each method's answer equals what the gold plan prints on this graph (the
 "plan agreement": it must be 100 % for the scripted policy; the gold-answer match is shown too).
 
-    python benchmarks/agents.py                                   # 5 domains, tiny graphs
-    python benchmarks/agents.py --domains dblp --per-template 2 --retriever lexical
-    python benchmarks/agents.py --backend scripted+native:random:qwen3:small --engine max_model_len=8192 --pipelining-ablation
+    python -m glmcot.benchmarks.agents                                   # 5 domains, tiny graphs
+    python -m glmcot.benchmarks.agents --domains dblp --per-template 2 --retriever lexical
+    python -m glmcot.benchmarks.agents --backend scripted+native:random:qwen3:small --engine max_model_len=8192 --pipelining-ablation
 
 Paper (GRBench, Qwen3-235B): tokens/query 22,613-45,490 -> 1,538-2,974 (-95.7 %), LLM calls
 9-14 -> 2-3, tokens/call 1,875-4,483 -> 769-991.
 """
 
 from __future__ import annotations
+
+from glmcot.offline import stay_offline
 
 import argparse
 import datetime
@@ -32,8 +34,6 @@ import platform
 import sys
 import time
 from pathlib import Path
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: E402
@@ -134,7 +134,8 @@ def reduction(new: float, old: float) -> float:
     return 100.0 * (new - old) / old if old else 0.0
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    stay_offline()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--domains", nargs="+", default=list(DOMAINS), choices=DOMAINS)
     parser.add_argument("--scale", default="tiny", help="synthetic graph scale (tiny, or an edge count)")
@@ -151,7 +152,7 @@ def main() -> None:
     parser.add_argument("--pipelining-ablation", action="store_true", help="also run GLM without pipelined retrieval")
     parser.add_argument("--traces", type=Path, default=None, help="write per-question traces (JSON Lines) here")
     parser.add_argument("--out", type=Path, default=Path("runs/bench-agents/agents.json"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if not args.backend.startswith("scripted"):
         parser.error("this benchmark runs the scripted policy (optionally on the native engine)")
     console = Console(width=max(170, Console().width))

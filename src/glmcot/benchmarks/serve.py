@@ -8,11 +8,13 @@ fresh server, so no arm inherits another's warm KV cache.
 
 The scripted policy measures the system (tokens, calls, cache, latency), never model accuracy.
 
-    python benchmarks/serve.py --data DATASET_DIR --rates 0.5,1,2 --requests 40 \
-        --out benchmarks/results/serve.json
+    python -m glmcot.benchmarks.serve --data DATASET_DIR --rates 0.5,1,2 --requests 40 \
+        --out runs/bench/serve.json
 """
 
 from __future__ import annotations
+
+from glmcot.offline import stay_offline
 
 import argparse
 import asyncio
@@ -112,7 +114,8 @@ async def run_arm(url: str, api_key: str, graph: str, method: str, questions: li
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    stay_offline()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, required=True,
                         help="dataset dir (graph/ + questions.jsonl), e.g. from glmcot data synth")
@@ -126,8 +129,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--engine-option", action="append", default=[],
                         help="EngineConfig field as KEY=JSON (repeatable), e.g. device=\"cuda\"")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/serve.json"))
-    args = parser.parse_args()
+    parser.add_argument("--out", type=Path, default=Path("runs/bench/serve.json"))
+    args = parser.parse_args(argv)
 
     from rich.console import Console
     from rich.table import Table
@@ -135,7 +138,6 @@ def main() -> None:
     from glmcot.serve.config import ServeConfig
     from glmcot.serve.server import BackgroundServer
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     questions_path = args.data / "questions.jsonl"
     questions = [json.loads(line) for line in questions_path.read_text().splitlines()
                  if line.strip()]

@@ -12,11 +12,13 @@ load; all compute in --dtype (float32 by default). Prefix caches are reset betwe
 the ratios, and writes everything to JSON. On a shared machine wall time swings with other load;
 the CPU seconds each leg used (process time) are printed too, as a steadier second view.
 
-  python benchmarks/engine.py            # full run (about 10 minutes on 2 cores)
-  python benchmarks/engine.py --quick    # a smaller run (a few minutes)
+  python -m glmcot.benchmarks.engine            # full run (about 10 minutes on 2 cores)
+  python -m glmcot.benchmarks.engine --quick    # a smaller run (a few minutes)
 """
 
 from __future__ import annotations
+
+from glmcot.offline import stay_offline
 
 import argparse
 import gc
@@ -269,7 +271,8 @@ def report(args: argparse.Namespace, workloads: dict, legs: dict, tokens: dict, 
     return summary
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    stay_offline()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="random:qwen3:0.6b", help="a random:<family>:<size> spec")
     parser.add_argument("--model-seed", type=int, default=0)
@@ -294,16 +297,15 @@ def main() -> None:
     parser.add_argument("--vllm-python", default=None, help="interpreter with vllm installed (default: this one, then /tmp/vllm-venv)")
     parser.add_argument("--vllm-kv-gib", type=int, default=2)
     parser.add_argument("--vllm-timeout", type=int, default=900)
-    parser.add_argument("--out", default="benchmarks/results/engine.json")
+    parser.add_argument("--out", default="runs/bench/engine.json")
     parser.add_argument("--vllm-leg", default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.vllm_leg:
         vllm_leg(args.vllm_leg)
         return
     if args.quick:
         args.num_prompts, args.min_prompt, args.max_prompt, args.prefix_len = 8, 32, 192, 160
         args.min_suffix, args.max_suffix, args.min_output, args.max_output = 8, 32, 8, 16
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 
     torch.set_num_threads(args.threads)

@@ -10,23 +10,22 @@ peak; 4.3 TB/s is the figure the issue uses):
 
 Prints a table and writes JSON. Meant for a GPU:
 
-    python benchmarks/engine_gpu.py --model random:qwen3:8b --dtype bfloat16 --device cuda
+    python -m glmcot.benchmarks.engine_gpu --model random:qwen3:8b --dtype bfloat16 --device cuda
 
 and runs anywhere for a check of the mechanics:
 
-    python benchmarks/engine_gpu.py --model random:qwen3:tiny --device cpu --batches 1,4 --context 64 --steps 8
+    python -m glmcot.benchmarks.engine_gpu --model random:qwen3:tiny --device cpu --batches 1,4 --context 64 --steps 8
 """
 
 from __future__ import annotations
 
+from glmcot.offline import stay_offline
+
 import argparse
 import json
-import os
 import random
 import time
 from pathlib import Path
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def synchronize(device: str) -> None:
@@ -79,7 +78,8 @@ def hf_decode(model, batch: int, context: int, steps: int, vocab: int, device: s
     return stamps[-1] - stamps[0]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    stay_offline()
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="random:qwen3:8b")
     parser.add_argument("--dtype", default="bfloat16", choices=("float32", "bfloat16", "float16"))
@@ -90,8 +90,8 @@ def main() -> None:
     parser.add_argument("--bandwidth", type=float, default=4.3e12, help="bytes/s of the bound")
     parser.add_argument("--skip-hf", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="benchmarks/results/engine_gpu.json")
-    args = parser.parse_args()
+    parser.add_argument("--out", default="runs/bench/engine_gpu.json")
+    args = parser.parse_args(argv)
     import torch
     from rich.console import Console
     from rich.table import Table

@@ -1,0 +1,9 @@
+"""The benchmarks: each module prints a table, writes JSON and has `main(argv)`.
+
+Run one with `python -m glmcot.benchmarks.NAME --help` or `glmcot bench NAME -- ARGS`; results and
+their commands are in docs/benchmarks.md. Speed is only ever compared against a peer in the same run.
+"""
+
+NAMES = ("graph", "engine", "engine_kernels", "engine_gpu", "codesign", "codesign_sweep", "codesign_repeats",
+         "agents", "serve", "graph_update",
+         "vllm_codesign")

@@ -1,0 +1,102 @@
+"""Pieces shared by the table and triple importers: the report, dangling-edge accounting and
+handing resolved edges to the `StoreWriter` grouped by source type and relation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from glmcot.graph.writer import StoreWriter
+
+DANGLING_EXAMPLES = 10
+
+ProgressCallback = Callable[[str, int, int], None]  # (phase, bytes read, total bytes)
+
+
+@dataclass
+class ImportSummary:
+    """What an import wrote; the same fields as the JSON importer's report, plus the input size."""
+
+    out_dir: str
+    nodes: int
+    edges: int
+    node_types: dict[str, int]
+    dangling_neighbors: int
+    dangling_examples: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    format: str = ""
+    input_bytes: int = 0
+    rows: int = 0  # table rows or triples read
+    warnings: dict = field(default_factory=dict)
+
+
+class Dangling:
+    """Counts edges whose endpoint names no node, keeping a few examples for the report."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.examples: list[str] = []
+
+    def add(self, count: int, describe: Callable[[int], str], rows: np.ndarray) -> None:
+        self.count += count
+        for row in rows[: max(DANGLING_EXAMPLES - len(self.examples), 0)].tolist():
+            self.examples.append(describe(row))
+
+    def record(self, writer: StoreWriter) -> None:
+        if self.count:
+            writer.warnings["dangling_neighbors"] = self.count
+            writer.warnings["dangling_examples"] = list(self.examples)
+
+
+class TypeRanges:
+    """Global index ranges of the node types, in writing order, to find an edge's source type."""
+
+    def __init__(self, counts: list[tuple[str, int]]):
+        self.names = [name for name, _ in counts]
+        starts = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum([count for _, count in counts], out=starts[1:])
+        self.starts = starts
+
+    def type_numbers(self, indices: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.starts, indices, side="right") - 1
+
+
+def add_grouped_edges(
+    writer: StoreWriter,
+    ranges: TypeRanges,
+    relations: np.ndarray,
+    relation_names: list[str],
+    src: np.ndarray,
+    dst: np.ndarray,
+    weight: np.ndarray | None,
+    reverse_suffix: str = "",
+) -> int:
+    """Add edges (``relations`` index into ``relation_names``) to the writer; returns edges added.
+
+    With ``reverse_suffix``, every edge is also added backwards as ``<relation><suffix>`` so the
+    agents can walk it from either end (NeighbourCheck follows outgoing edges only).
+    """
+    added = 0
+    directions = [(src, dst, "")]
+    if reverse_suffix:
+        directions.append((dst, src, reverse_suffix))
+    for sources, targets, suffix in directions:
+        source_types = ranges.type_numbers(sources)
+        keys = source_types.astype(np.int64) * (len(relation_names) + 1) + relations
+        order = np.argsort(keys, kind="stable")
+        sorted_keys = keys[order]
+        bounds = np.flatnonzero(np.diff(sorted_keys)) + 1
+        for group in np.split(order, bounds):
+            if not group.size:
+                continue
+            first = int(group[0])
+            node_type = ranges.names[int(source_types[first])]
+            relation = relation_names[int(relations[first])] + suffix
+            writer.add_edges(node_type, relation, sources[group], targets[group], None if weight is None else weight[group])
+            added += int(group.size)
+    return added
+
+
+__all__ = ["ImportSummary", "Dangling", "TypeRanges", "add_grouped_edges", "DANGLING_EXAMPLES", "ProgressCallback"]

@@ -1,0 +1,85 @@
+"""Which importer reads a source: GRBench JSON, tables (CSV/Parquet) or N-Triples."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+from enum import Enum
+from pathlib import Path
+
+from glmcot.graph.loading import ProgressCallback
+from glmcot.graph.tables import TABLE_SUFFIXES
+
+
+class SourceFormat(str, Enum):
+    AUTO = "auto"
+    JSON = "json"
+    TABLES = "tables"
+    TRIPLES = "triples"
+
+
+TRIPLE_SUFFIXES = (".nt", ".nt.gz", ".ntriples")
+
+
+def detect_format(paths: list[Path]) -> SourceFormat:
+    """The format of the sources, from their names (a folder is tables)."""
+    kinds = set()
+    for path in paths:
+        name = path.name.lower()
+        if path.is_dir() or name.endswith(TABLE_SUFFIXES):
+            kinds.add(SourceFormat.TABLES)
+        elif name.endswith(TRIPLE_SUFFIXES):
+            kinds.add(SourceFormat.TRIPLES)
+        elif name.endswith((".json", ".json.gz")):
+            kinds.add(SourceFormat.JSON)
+        else:
+            raise ValueError(f"cannot tell the format of {path}; pass --format json, tables or triples")
+    if len(kinds) != 1:
+        raise ValueError(f"sources mix formats ({', '.join(sorted(kind.value for kind in kinds))}); import one format at a time")
+    kind = kinds.pop()
+    if kind is not SourceFormat.TABLES and len(paths) != 1:
+        raise ValueError(f"{kind.value} imports read one file, got {len(paths)}")
+    return kind
+
+
+def import_source(
+    paths: list[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    source_format: SourceFormat = SourceFormat.AUTO,
+    overwrite: bool = False,
+    batch_size: int = 20_000,
+    reverse_suffix: str = "",
+    text_keys: dict[str, str] | None = None,
+    text_predicate: str | None = None,
+    id_prefix: str = "",
+    progress: ProgressCallback | None = None,
+    max_depth: int | None = None,
+) -> dict:
+    """Import ``paths`` into a store; returns the report as a dict (the same keys for every format)."""
+    paths = [Path(path) for path in paths]
+    for path in paths:
+        if not path.exists():
+            raise FileNotFoundError(f"no such file or folder: {path}")
+    kind = detect_format(paths) if source_format is SourceFormat.AUTO else SourceFormat(source_format)
+    if kind is SourceFormat.JSON:
+        from glmcot.graph.importer import import_graph_json
+
+        depth = {} if max_depth is None else {"max_depth": max_depth}
+        report = import_graph_json(paths[0], out_dir, overwrite=overwrite, batch_size=batch_size, progress=progress,
+                                   **depth)
+        result = dict(report.__dict__)
+        result.setdefault("format", "grbench-json")
+        result.setdefault("input_bytes", paths[0].stat().st_size)
+        return result
+    if kind is SourceFormat.TABLES:
+        from glmcot.graph.tables import import_tables
+
+        return asdict(import_tables(paths, out_dir, overwrite=overwrite, batch_rows=max(batch_size, 1024),
+                                    reverse_suffix=reverse_suffix, text_keys=text_keys, progress=progress))
+    from glmcot.graph.triples import RDFS_LABEL, import_triples
+
+    return asdict(import_triples(paths[0], out_dir, overwrite=overwrite, text_predicate=text_predicate or RDFS_LABEL,
+                                 id_prefix=id_prefix, reverse_suffix=reverse_suffix, progress=progress))
+
+
+__all__ = ["SourceFormat", "detect_format", "import_source", "TRIPLE_SUFFIXES"]

@@ -1,0 +1,269 @@
+"""Import RDF N-Triples (``.nt``, ``.nt.gz``) into a store, parsed by pyoxigraph while streaming.
+
+The rule (docs/graph-formats.md):
+
+- every IRI or blank node in subject or object position is a node; its id is the IRI (without
+  ``id_prefix`` where it starts with it) or ``_:label`` for a blank node;
+- ``rdf:type`` gives the node's type, the local name of its first type IRI (further types are
+  kept in the feature ``types``); a node without one has the type ``Resource``;
+- a triple with a literal object is a feature named by the predicate's local name (the part
+  after the last ``#`` or ``/``), typed by its datatype (xsd integers → int, decimals, floats and
+  doubles → float, boolean → bool, anything else → text); several values make a list;
+- a triple with an IRI or blank-node object is an edge whose relation is the predicate's local
+  name; with ``reverse_suffix`` each edge is also stored backwards;
+- the ``text_predicate`` (default ``rdfs:label``) names the feature that is each node's text
+  (embedded for RetrieveNode, shown first in its vertex chunk).
+
+Triples arrive in any order, so one pass keeps the graph's ids, features and edges in memory
+(about the size of the store) and writes the store type by type at the end; the file is read
+once. A malformed line stops the import with the file, line and column.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import time
+from array import array
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyoxigraph as ox
+
+from glmcot.graph.errors import GraphFormatError
+from glmcot.graph.loading import ImportSummary, ProgressCallback, TypeRanges, add_grouped_edges
+from glmcot.graph.writer import StoreWriter
+
+RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
+XSD = "http://www.w3.org/2001/XMLSchema#"
+DEFAULT_TYPE = "Resource"
+_INTEGER_TYPES = {XSD + name for name in ("integer", "int", "long", "short", "byte", "nonNegativeInteger", "positiveInteger",
+                                           "negativeInteger", "nonPositiveInteger", "unsignedInt", "unsignedLong",
+                                           "unsignedShort", "unsignedByte")}
+_FLOAT_TYPES = {XSD + name for name in ("decimal", "double", "float")}
+_BATCH = 20_000
+_INT64 = 2**63
+
+
+def local_name(iri: str) -> str:
+    """The part of an IRI after its last '#', '/' or ':' (the whole IRI if that is empty)."""
+    for separator in ("#", "/", ":"):
+        head, found, tail = iri.rpartition(separator)
+        if found and tail:
+            return tail
+    return iri
+
+
+def literal_value(literal: ox.Literal) -> Any:
+    datatype = literal.datatype.value
+    text = literal.value
+    try:
+        if datatype in _INTEGER_TYPES:
+            value = int(text)
+            return value if -_INT64 <= value < _INT64 else text  # beyond 64 bits: keep the digits as text
+        if datatype in _FLOAT_TYPES:
+            return float(text)
+        if datatype == XSD + "boolean":
+            if text in ("true", "1"):
+                return True
+            if text in ("false", "0"):
+                return False
+    except ValueError:
+        pass  # an ill-typed literal keeps its lexical form
+    return text
+
+
+class _CountingReader:
+    """The raw file, counting bytes read so progress works for .nt.gz too."""
+
+    def __init__(self, handle, total: int, progress: ProgressCallback | None):
+        self._handle = handle
+        self._total = total
+        self._progress = progress
+        self.position = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._handle.read(size)
+        self.position += len(data)
+        if self._progress is not None:
+            self._progress("triples", self.position, self._total)
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+
+class _Collected:
+    """Everything read from the triples, by first-seen node number."""
+
+    def __init__(self, id_prefix: str):
+        self.id_prefix = id_prefix
+        self.numbers: dict[str, int] = {}
+        self.ids: list[str] = []
+        self.types: list[int] = []  # type code per node, -1: none yet
+        self.type_names: list[str] = []
+        self.type_codes: dict[str, int] = {}
+        self.extra_types: dict[int, list[str]] = {}
+        self.features: dict[str, dict[int, Any]] = {}
+        self.src, self.dst, self.relation = array("q"), array("q"), array("q")
+        self.relation_names: list[str] = []
+        self.relation_codes: dict[str, int] = {}
+
+    def node(self, term) -> int:
+        if isinstance(term, ox.BlankNode):
+            key = f"_:{term.value}"
+        else:
+            key = term.value
+            if self.id_prefix and key.startswith(self.id_prefix) and len(key) > len(self.id_prefix):
+                key = key[len(self.id_prefix) :]
+        number = self.numbers.get(key)
+        if number is None:
+            number = self.numbers[key] = len(self.ids)
+            self.ids.append(key)
+            self.types.append(-1)
+        return number
+
+    def set_type(self, node: int, iri: str) -> None:
+        name = local_name(iri)
+        if self.types[node] < 0:
+            code = self.type_codes.get(name)
+            if code is None:
+                code = self.type_codes[name] = len(self.type_names)
+                self.type_names.append(name)
+            self.types[node] = code
+            return
+        first = self.type_names[self.types[node]]
+        if name != first:
+            self.extra_types.setdefault(node, [first]).append(name)
+
+    def add_feature(self, node: int, name: str, value: Any) -> None:
+        column = self.features.setdefault(name, {})
+        if node not in column:
+            column[node] = value
+        elif isinstance(column[node], list):
+            column[node].append(value)
+        else:
+            column[node] = [column[node], value]
+
+    def add_edge(self, source: int, name: str, target: int) -> None:
+        code = self.relation_codes.get(name)
+        if code is None:
+            code = self.relation_codes[name] = len(self.relation_names)
+            self.relation_names.append(name)
+        self.src.append(source)
+        self.dst.append(target)
+        self.relation.append(code)
+
+
+def _parse_error(path: Path, error: SyntaxError) -> GraphFormatError:
+    message = " ".join(str(error).split())
+    return GraphFormatError(f"{path}: line {error.lineno}, column {error.offset}: bad triple: {message}")
+
+
+def collect_triples(path: Path, text_predicate: str = RDFS_LABEL, id_prefix: str = "",
+                    progress: ProgressCallback | None = None) -> tuple[_Collected, int, int]:
+    """Read every triple of an N-Triples file (plain or gzip) by the rule; (collected, triples, bytes)."""
+    total = path.stat().st_size
+    collected = _Collected(id_prefix)
+    text_feature = local_name(text_predicate)
+    triples = 0
+    with open(path, "rb") as raw:
+        counting = _CountingReader(raw, total, progress)
+        with open(path, "rb") as probe:
+            gzipped = probe.read(2) == b"\x1f\x8b"
+        stream = gzip.GzipFile(fileobj=counting) if gzipped else counting
+        try:
+            for triple in ox.parse(stream, format=ox.RdfFormat.N_TRIPLES):
+                triples += 1
+                subject = collected.node(triple.subject)
+                predicate = triple.predicate.value
+                target = triple.object
+                if isinstance(target, ox.Literal):
+                    name = text_feature if predicate == text_predicate else local_name(predicate)
+                    collected.add_feature(subject, name, literal_value(target))
+                elif predicate == RDF_TYPE and isinstance(target, ox.NamedNode):
+                    collected.set_type(subject, target.value)
+                else:
+                    collected.add_edge(subject, local_name(predicate), collected.node(target))
+        except SyntaxError as error:
+            raise _parse_error(path, error) from None
+        except (OSError, EOFError, gzip.BadGzipFile) as error:
+            raise GraphFormatError(f"{path}: cannot read: {error} (a truncated .gz?)") from None
+    return collected, triples, total
+
+
+def import_triples(
+    path: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    overwrite: bool = False,
+    text_predicate: str = RDFS_LABEL,
+    id_prefix: str = "",
+    reverse_suffix: str = "",
+    progress: ProgressCallback | None = None,
+) -> ImportSummary:
+    """Import an N-Triples file (plain or gzip) into a store at ``out_dir`` (rule in the module doc)."""
+    started = time.perf_counter()
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not overwrite:
+        raise FileExistsError(f"{out_dir} exists; pass --force to replace it")
+    collected, triples, total = collect_triples(path, text_predicate, id_prefix, progress)
+    text_feature = local_name(text_predicate)
+    if not collected.ids:
+        raise GraphFormatError(f"{path}: no triples")
+    return _write(collected, path, out_dir, overwrite, text_feature, reverse_suffix, triples, total, started)
+
+
+def _write(collected: _Collected, path: Path, out_dir: Path, overwrite: bool, text_feature: str, reverse_suffix: str,
+           triples: int, total: int, started: float) -> ImportSummary:
+    types = np.asarray(collected.types, dtype=np.int64)
+    untyped = types < 0
+    names = list(collected.type_names)
+    if untyped.any():
+        if DEFAULT_TYPE not in collected.type_codes:
+            names.append(DEFAULT_TYPE)
+        types[untyped] = names.index(DEFAULT_TYPE)
+    order = np.argsort(types, kind="stable")  # node numbers type by type, first-seen order within
+    position = np.empty_like(order)
+    position[order] = np.arange(len(order))
+    counts = np.bincount(types, minlength=len(names))
+    written = [(names[code], int(counts[code])) for code in range(len(names)) if counts[code]]
+    extra = collected.extra_types
+    source = {"path": str(path.resolve()), "bytes": total, "importer": "n-triples"}
+    with StoreWriter(out_dir, overwrite=overwrite, source=source) as writer:
+        start = 0
+        for name, count in written:
+            members = order[start : start + count]
+            start += count
+            writer.add_nodes(name, [], {})
+            for first in range(0, count, _BATCH):
+                batch = members[first : first + _BATCH].tolist()
+                features: dict[str, list] = {}
+                for feature, column in collected.features.items():
+                    values = [column.get(node) for node in batch]
+                    if any(value is not None for value in values):
+                        features[feature] = values
+                if extra:
+                    values = [extra.get(node) for node in batch]
+                    if any(value is not None for value in values):
+                        features["types"] = values
+                writer.add_nodes(name, [collected.ids[node] for node in batch], features)
+            texts = collected.features.get(text_feature, {})
+            if any(node in texts for node in members.tolist()):
+                writer.set_text_key(name, text_feature)
+        src = position[np.frombuffer(collected.src, dtype=np.int64)] if len(collected.src) else np.zeros(0, np.int64)
+        dst = position[np.frombuffer(collected.dst, dtype=np.int64)] if len(collected.dst) else np.zeros(0, np.int64)
+        relations = np.frombuffer(collected.relation, dtype=np.int64) if len(collected.relation) else np.zeros(0, np.int64)
+        edges = add_grouped_edges(writer, TypeRanges(written), relations, collected.relation_names, src, dst, None, reverse_suffix)
+        warnings = dict(writer.warnings)
+    return ImportSummary(
+        out_dir=str(out_dir), nodes=len(collected.ids), edges=edges, node_types=dict(written), dangling_neighbors=0,
+        seconds=time.perf_counter() - started, format="n-triples", input_bytes=total, rows=triples, warnings=warnings,
+    )
+
+
+__all__ = ["import_triples", "local_name", "literal_value", "RDFS_LABEL", "RDF_TYPE", "DEFAULT_TYPE"]

@@ -1,0 +1,113 @@
+"""`POST /v1/graphs/{name}/update`: apply graph changes while the server answers questions.
+
+The update commits a new version of the store (graph/versions.py), then the server opens a new
+agent context on it (graph, RetrieveNode service, sandbox pool) and swaps it in. Questions
+already running keep the context they started with, so they finish on their starting version;
+the old context closes once the last of them is done. RetrieveNode cache entries the update
+cannot change carry over to the new context. The endpoint needs the server's API key: a server
+started without one refuses updates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, Field
+
+from glmcot.serve import errors
+
+router = APIRouter(tags=["Graphs"])
+_locks: dict[str, threading.Lock] = {}
+
+
+class UpdateRequest(BaseModel):
+    operations: list[dict[str, Any]] = Field(..., description="Operations as in docs/graph-formats.md (upsert_node, delete_node, upsert_edge, delete_edge).")
+
+
+class UpdateResponse(BaseModel):
+    graph: str
+    version: int
+    upserted_nodes: int
+    deleted_nodes: int
+    upserted_edges: int
+    deleted_edges: int
+    embedded: int
+    cache_entries_kept: int
+    seconds: float
+
+
+def _close_when_idle(runtime: Any, context: Any, timeout_s: float) -> None:
+    """Close an old context once the questions that were running at the swap are done."""
+    import concurrent.futures
+    import time
+
+    def wait_and_close() -> None:
+        deadline = time.monotonic() + timeout_s
+        # Twice: a question whose agent was made just before the swap registers a moment later.
+        for _ in range(2):
+            running = list(runtime._cancel_flags)
+            concurrent.futures.wait(running, timeout=max(deadline - time.monotonic(), 0.0))
+            time.sleep(0.2)
+        try:
+            context.close()
+        except Exception:
+            pass
+
+    threading.Thread(target=wait_and_close, name="glmcot-retire-context", daemon=True).start()
+
+
+def _apply(runtime: Any, name: str, operations: list[dict]) -> dict:
+    from glmcot.agents.context import AgentContext
+    from glmcot.graph.delta import parse_operation
+    from glmcot.graph.errors import GraphFormatError
+    from glmcot.graph.index_updates import surviving
+    from glmcot.graph.versions import apply_update
+
+    handle = runtime.graphs[name]
+    lock = _locks.setdefault(name, threading.Lock())
+    with lock:
+        try:
+            parsed = [parse_operation(raw, f"operation {number}") for number, raw in enumerate(operations, 1)]
+            result = apply_update(handle.context.graph_dir, parsed)
+        except GraphFormatError as error:
+            raise errors.APIError(400, str(error), code="bad_update") from None
+        old = handle.context
+        config = runtime.config
+        new = AgentContext(old.graph_dir, retriever=config.retriever, workers=max(1, min(config.max_concurrency, 4)),
+                           domain=old.domain)
+        old_service, new_service = old.retrieval, new.retrieval
+        with old_service._lock:
+            kept = surviving(old_service._cache, result.report)
+        with new_service._lock:
+            new_service._cache.update(kept)
+        if config.scripted is not None and name in runtime.graph_backends:
+            from glmcot.llm.scripted import ScriptedBackend
+
+            runtime.graph_backends[name] = ScriptedBackend(runtime.scripted_by_qid, inner=runtime.backend,
+                                                           code_runner=new.run_code)
+        # One assignment each: a question starting now sees either the old or the new handle.
+        handle.context, handle.graph, handle.retriever = new, new.graph, new.retrieval
+        _close_when_idle(runtime, old, timeout_s=max(config.timeout_s, 60.0))
+    report = result.report
+    return UpdateResponse(graph=name, version=result.version, upserted_nodes=report.upserted_nodes,
+                          deleted_nodes=report.deleted_nodes, upserted_edges=report.upserted_edges,
+                          deleted_edges=report.deleted_edges, embedded=result.embedded,
+                          cache_entries_kept=len(kept), seconds=result.seconds).model_dump()
+
+
+@router.post("/v1/graphs/{name}/update", response_model=UpdateResponse)
+async def update_graph(name: str, body: UpdateRequest, request: Request) -> Any:
+    """Apply upserts and deletes as one new version of a graph (all or nothing); needs the API key."""
+    state = request.app.state.serve
+    if not state.config.api_key:
+        raise errors.APIError(403, "graph updates need an API key: start the server with --api-key",
+                              "permission_error", "updates_need_api_key")
+    runtime = state.runtime
+    if runtime is None or name not in runtime.graphs:
+        raise errors.not_found(f"no graph {name!r}; graphs: {', '.join(runtime.graph_names()) if runtime else ''}")
+    if not body.operations:
+        raise errors.APIError(400, "no operations", code="bad_update")
+    return await asyncio.to_thread(_apply, runtime, name, body.operations)

@@ -1,0 +1,101 @@
+"""The wire format between glmcot's clients and the vLLM plugin (version 1).
+
+Carried in an OpenAI request's `vllm_xargs` (vLLM copies them into `SamplingParams.extra_args`;
+only flat values are allowed, so spans are two parallel integer lists):
+
+    glmcot_wire         1                        the format version; other versions are ignored
+    glmcot_levels       [1, 2, 4]                the level (1..4, `contract.Level`) of each span
+    glmcot_tokens       [310, 96, 22]            the number of prompt tokens in each span, from the
+                                                 prompt's first token; tokens after the last span
+                                                 and generated tokens are transient (4)
+    glmcot_session      "q17"                    optional; else vLLM's own `session_id`
+    glmcot_end_session  1                        optional; the session ended with this request:
+                                                 its notebook (level 2) becomes level 3
+
+Spans are in tokens of the served model's tokenizer, so prompts are sent as token ids
+(`/v1/completions`) and the boundaries are exact. A leaf module: it imports no vLLM and no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from glmcot.contract import Level
+
+WIRE_VERSION = 1
+KEY_VERSION = "glmcot_wire"
+KEY_LEVELS = "glmcot_levels"
+KEY_TOKENS = "glmcot_tokens"
+KEY_SESSION = "glmcot_session"
+KEY_END = "glmcot_end_session"
+
+
+class WireError(ValueError):
+    """A request's glmcot fields are malformed (the plugin then treats the request as untagged)."""
+
+
+@dataclass(frozen=True)
+class RequestLevels:
+    """What one request says about its prompt: (level, tokens) spans, its session, session end."""
+
+    spans: tuple[tuple[int, int], ...]
+    session: str | None = None
+    end_session: bool = False
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(count for _, count in self.spans)
+
+
+def encode(spans: Iterable[tuple[int, int]], session: str | None = None, end_session: bool = False) -> dict[str, Any]:
+    """The `vllm_xargs` entries for these (level, token count) spans; empty spans are dropped and
+    neighbouring spans of one level merged."""
+    levels: list[int] = []
+    tokens: list[int] = []
+    for level, count in spans:
+        level = int(Level.parse(level))
+        if count < 0:
+            raise WireError(f"a span has {count} tokens")
+        if count == 0:
+            continue
+        if levels and levels[-1] == level:
+            tokens[-1] += int(count)
+        else:
+            levels.append(level)
+            tokens.append(int(count))
+    xargs: dict[str, Any] = {KEY_VERSION: WIRE_VERSION, KEY_LEVELS: levels, KEY_TOKENS: tokens}
+    if session is not None:
+        xargs[KEY_SESSION] = str(session)
+    if end_session:
+        xargs[KEY_END] = 1
+    return xargs
+
+
+def decode(extra_args: Mapping[str, Any] | None, session_id: str | None = None) -> RequestLevels | None:
+    """A request's levels from its extra args; None when it carries no glmcot fields (an ordinary
+    request). `session_id` is vLLM's own session field, used when no glmcot session is given.
+    Raises WireError on malformed fields or an unknown version."""
+    if not extra_args or KEY_VERSION not in extra_args:
+        return None
+    version = extra_args.get(KEY_VERSION)
+    if version != WIRE_VERSION:
+        raise WireError(f"{KEY_VERSION}={version!r}: this plugin speaks version {WIRE_VERSION}")
+    levels = extra_args.get(KEY_LEVELS, [])
+    tokens = extra_args.get(KEY_TOKENS, [])
+    if not isinstance(levels, list) or not isinstance(tokens, list) or len(levels) != len(tokens):
+        raise WireError(f"{KEY_LEVELS} and {KEY_TOKENS} must be lists of equal length")
+    spans = []
+    for level, count in zip(levels, tokens):
+        if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= 4:
+            raise WireError(f"a span level must be 1..4, got {level!r}")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise WireError(f"a span token count must be a non-negative int, got {count!r}")
+        spans.append((level, count))
+    session = extra_args.get(KEY_SESSION, session_id)
+    if session is not None and not isinstance(session, (str, int)):
+        raise WireError(f"{KEY_SESSION} must be a string, got {session!r}")
+    end = extra_args.get(KEY_END, 0)
+    if end not in (0, 1, True, False):
+        raise WireError(f"{KEY_END} must be 0 or 1, got {end!r}")
+    return RequestLevels(tuple(spans), None if session is None else str(session), bool(end))

@@ -1,0 +1,112 @@
+"""Helpers for the plugin's tests: vLLM's own KVCacheManager (one full-attention group, tiny blocks)
+and requests that go through it the way vLLM's scheduler drives them. Modules that need vLLM
+call `needs_vllm()`; it skips them (with the reason) where vLLM is not installed, e.g. in the main
+environment (scripts/setup_vllm.sh makes the environment that has it)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+BLOCK = 4
+
+
+def needs_vllm():
+    try:
+        import vllm  # noqa: F401
+        from vllm.v1.core.kv_cache_manager import KVCacheManager  # noqa: F401
+    except Exception as error:  # ImportError, or a broken install
+        pytest.skip(f"vLLM is not importable here ({type(error).__name__}: {error}); "
+                    "run tests/vllm with the environment scripts/setup_vllm.sh makes", allow_module_level=True)
+
+
+class Harness:
+    """A KVCacheManager with `num_blocks` usable blocks (plus vLLM's null block), driven like the
+    scheduler: lookup, allocate, finish, free."""
+
+    def __init__(self, num_blocks: int = 12, mode: str = "enforce", attach: bool = True, spec=None, **settings):
+        import torch
+        from vllm.utils.hashing import sha256
+        from vllm.v1.core.kv_cache_manager import KVCacheManager
+        from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+        from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+
+        from glmcot.vllm_plugin.hooks import attach as attach_plugin
+        from glmcot.vllm_plugin.settings import Mode, Settings
+
+        spec = spec or FullAttentionSpec(block_size=BLOCK, num_kv_heads=1, head_size=1, dtype=torch.float32)
+        config = KVCacheConfig(num_blocks=num_blocks + 1, kv_cache_tensors=[],
+                               kv_cache_groups=[KVCacheGroupSpec(["layer.0"], spec)])
+        self.manager = KVCacheManager(config, max_model_len=256, scheduler_block_size=BLOCK, hash_block_size=BLOCK,
+                                      enable_caching=True, log_stats=True)
+        init_none_hash(sha256)
+        self.hasher = get_request_block_hasher(BLOCK, sha256)
+        self.controller = None
+        if attach:
+            self.controller = attach_plugin(self.manager, Settings(mode=Mode(mode), **settings), write_stats=False)
+        self.pool = self.manager.block_pool
+        self._count = 0
+        self.requests = {}
+
+    def start(self, tokens: list[int], spans=None, session=None, end=False, xargs=None):
+        """Admits and allocates a request (prompt = tokens); returns (request, cached tokens)."""
+        from vllm import SamplingParams
+        from vllm.v1.request import Request
+
+        from glmcot.vllm_plugin import wire
+
+        self._count += 1
+        if xargs is None and spans is not None:
+            xargs = wire.encode(spans, session, end)
+        params = SamplingParams(max_tokens=1, extra_args=xargs)
+        request = Request(f"r{self._count}", list(tokens), params, None, block_hasher=self.hasher)
+        blocks, cached, _ = self.manager.get_computed_blocks(request)
+        self.manager.record_prefix_cache_stats(request, cached)
+        allocated = self.manager.allocate_slots(request, len(tokens) - cached, cached, blocks)
+        assert allocated is not None, "the pool is full"
+        request.num_computed_tokens = len(tokens)
+        self.manager.cache_blocks(request, len(tokens))
+        return request, cached
+
+    def finish(self, request) -> None:
+        from vllm.v1.request import RequestStatus
+
+        request.status = RequestStatus.FINISHED_STOPPED
+        self.manager.free(request)
+
+    def run(self, tokens, spans=None, session=None, end=False, xargs=None) -> tuple[list[int], int]:
+        """start + finish; returns the request's block ids (head first) and its cached tokens."""
+        request, cached = self.start(tokens, spans, session, end, xargs)
+        ids = [b.block_id for b in self.manager.coordinator.get_blocks(request.request_id)[0]]
+        self.finish(request)
+        return ids, cached
+
+    def free_order(self) -> list[int]:
+        """Free block ids in the order the pool hands them out (next evicted first)."""
+        return [b.block_id for b in self.pool.free_block_queue.get_all_free_blocks()]
+
+    def cached_order(self) -> list[int]:
+        return [b.block_id for b in self.pool.free_block_queue.get_all_free_blocks() if b.block_hash is not None]
+
+    def evict(self, n: int) -> list[int]:
+        """Takes n fresh blocks from the pool (evicting cached ones) and gives them back uncached."""
+        blocks = self.pool.get_new_blocks(n)
+        ids = [b.block_id for b in blocks]
+        self.pool.free_blocks(blocks)
+        return ids
+
+
+def tokens(seed: int, n: int) -> list[int]:
+    import random
+
+    rng = random.Random(seed)
+    return [rng.randrange(1, 1000) for _ in range(n)]
+
+
+@pytest.fixture
+def harness():
+    needs_vllm()
+    return Harness
