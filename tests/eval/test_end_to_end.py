@@ -44,7 +44,7 @@ def test_demo_quick_writes_table_report_and_plots(tmp_path: Path, cache_env, dbl
     assert rows["glm"]["tokens_per_question"] < rows["graphcot"]["tokens_per_question"]
     assert rows["glm"]["llm_calls_per_question"] < rows["graphcot"]["llm_calls_per_question"]
     labels = [r["label"] for r in data["ablation"]]
-    assert labels[0] == "GLM (all features)" and labels[-1] == "Graph-CoT, LRU prefix cache"
+    assert labels[0] == "GLM (all features)" and labels[-1] == "Graph-CoT (faithful), LRU prefix cache"
     report = (out / "report.md").read_text()
     assert "SCRIPTED POLICY" in report and "| dblp | GLM |" in report and "Table 1" in report
     for name in ("results.json", "fig11_latency_split.png", "fig15_ablation.png"):

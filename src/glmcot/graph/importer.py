@@ -54,6 +54,7 @@ class ImportReport:
     null_features: int = 0  # features present with the value null (read as None)
     # "<type>.<relation>" -> nodes whose neighbour value was an object of lists, flattened
     flattened_neighbor_objects: dict[str, int] = field(default_factory=dict)
+    absent_relation_keys: int = 0  # (node, relation) pairs where the type has the relation, the node not
 
 
 class _CountingReader:
@@ -391,9 +392,14 @@ class _Resolver:
 class _TypeBatch:
     """Nodes of one type read in pass 2, flushed to the writer in batches."""
 
-    def __init__(self, node_type: str, stats: _Stats):
+    def __init__(self, node_type: str, stats: _Stats, start: int = 0, count: int = 0):
         self.node_type = node_type
         self.stats = stats
+        self.start = start
+        self.count = count
+        # per relation: which of the type's nodes have the key (Graph-CoT raises KeyError on the
+        # others, where an empty list would answer []); kept over all batches of the type
+        self.present: dict[str, np.ndarray] = {}
         self.ids: list[str] = []
         self.features: dict[str, list[Any]] = {}
         self.relations: dict[str, tuple[list[int], list[Any], list[int]]] = {}
@@ -428,6 +434,10 @@ class _TypeBatch:
             if not isinstance(targets, list):
                 raise context.error(f"neighbour list {relation!r} must be a JSON array, got {type(targets).__name__}")
             sources, texts, positions = self.relations.setdefault(relation, ([], [], []))
+            present = self.present.get(relation)
+            if present is None:
+                present = self.present[relation] = np.zeros(self.count, dtype=bool)
+            present[index - self.start] = True
             sources.extend([index] * len(targets))
             texts.extend(targets)  # checked to be id strings in bulk at flush
             positions.extend(range(len(targets)))
@@ -492,6 +502,13 @@ class _TypeBatch:
         self.ids, self.features, self.relations = [], {}, {}
         return kept
 
+    def finish(self, writer: StoreWriter) -> None:
+        """Record, per relation, the nodes of the type that lack the key."""
+        for relation, present in self.present.items():
+            if not present.all():
+                self.stats.absent_keys += int((~present).sum())
+                writer.add_absent(self.node_type, relation, self.start + np.nonzero(~present)[0])
+
 
 @dataclass
 class _Stats:
@@ -499,6 +516,7 @@ class _Stats:
     examples: list[str] = field(default_factory=list)
     null_features: int = 0
     flattened: dict[str, int] = field(default_factory=dict)
+    absent_keys: int = 0
 
 
 def _type_items(reader, key: str):
@@ -573,7 +591,7 @@ def import_graph_json(
             writer.add_nodes(node_type, [], {})  # a type with no nodes still exists
             if count == 0:
                 continue
-            batch = _TypeBatch(node_type, stats)
+            batch = _TypeBatch(node_type, stats, start=index, count=count)
             with open(path, "rb") as handle:
                 phase = f"nodes {type_number + 1}/{len(scan.types)}: {node_type}"
                 reader = _CountingReader(handle, phase, total, progress)
@@ -599,6 +617,7 @@ def import_graph_json(
                 if seen != count:
                     raise context.error("the file changed between the two import passes")
                 edges += batch.flush(writer, resolver, context)
+                batch.finish(writer)
         if stats.dangling:
             writer.warnings["dangling_neighbors"] = stats.dangling
             writer.warnings["dangling_examples"] = stats.examples
@@ -618,6 +637,7 @@ def import_graph_json(
         non_finite_numbers=non_finite,
         null_features=stats.null_features,
         flattened_neighbor_objects=stats.flattened,
+        absent_relation_keys=stats.absent_keys,
     )
 
 
