@@ -20,7 +20,6 @@ import os
 import re
 import time
 from array import array
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ import numpy as np
 
 from glmcot.graph.errors import GraphFormatError
 from glmcot.graph.idhash import find_duplicate, hash_ids
+from glmcot.graph.loading import CountingReader, ProgressCallback
 from glmcot.graph.writer import NULL, StoreWriter
 
 TYPE_SUFFIX = "_nodes"
@@ -38,7 +38,6 @@ _DANGLING_EXAMPLES = 10
 DEFAULT_MAX_DEPTH = 64  # JSON levels inside one feature or neighbour value; real files use 1-2
 _NODE_DEPTH = 4  # open containers around a feature value: top, type, node, "features"
 
-ProgressCallback = Callable[[str, int, int], None]  # (phase, bytes read, total bytes)
 
 
 @dataclass
@@ -57,24 +56,6 @@ class ImportReport:
     absent_relation_keys: int = 0  # (node, relation) pairs where the type has the relation, the node not
 
 
-class _CountingReader:
-    """File wrapper that reports how many bytes the parser has consumed."""
-
-    def __init__(self, handle, phase: str, total: int, progress: ProgressCallback | None):
-        self._handle = handle
-        self._phase = phase
-        self._total = total
-        self._progress = progress
-        self.position = 0
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._handle.read(size)
-        self.position += len(data)
-        if self._progress is not None:
-            self._progress(self._phase, self.position, self._total)
-        return data
-
-
 # Python's json.load (Graph-CoT's loader) reads these tokens; yajl rejects them. Outside strings
 # they are replaced by string sentinels, turned back into floats when a node is read.
 _NON_FINITE = {b"NaN": float("nan"), b"Infinity": float("inf"), b"-Infinity": float("-inf")}
@@ -90,7 +71,7 @@ class _NonFiniteReader:
     Linear in the input (one regex scan per token boundary); only used on files that need it.
     """
 
-    def __init__(self, raw: _CountingReader):
+    def __init__(self, raw: CountingReader):
         self._raw = raw
         self._in_string = False
         self._escape = False
@@ -189,7 +170,7 @@ class _Pass1:
 class _Context:
     """Where the parser is, for error messages."""
 
-    def __init__(self, path: Path, reader: _CountingReader):
+    def __init__(self, path: Path, reader: CountingReader):
         self.path = path
         self.reader = reader
         self.type_key: str | None = None
@@ -252,7 +233,7 @@ def _scan_ids(path: Path, progress: ProgressCallback | None, max_depth: int, non
     lengths = array("q")
     limit = _NODE_DEPTH + max_depth
     with open(path, "rb") as handle:
-        reader = _CountingReader(handle, "ids", total, progress)
+        reader = CountingReader(handle, "ids", total, progress)
         source = _NonFiniteReader(reader) if non_finite else reader
         context = _Context(path, reader)
         if total == 0:
@@ -594,7 +575,7 @@ def import_graph_json(
             batch = _TypeBatch(node_type, stats, start=index, count=count)
             with open(path, "rb") as handle:
                 phase = f"nodes {type_number + 1}/{len(scan.types)}: {node_type}"
-                reader = _CountingReader(handle, phase, total, progress)
+                reader = CountingReader(handle, phase, total, progress)
                 source = _NonFiniteReader(reader) if scan.non_finite else reader
                 context = _Context(path, reader)
                 context.type_key = key

@@ -15,6 +15,28 @@ DANGLING_EXAMPLES = 10
 ProgressCallback = Callable[[str, int, int], None]  # (phase, bytes read, total bytes)
 
 
+class CountingReader:
+    """A binary file that reports how many bytes its parser has consumed (progress for every
+    importer, gzip input included: it counts the compressed bytes read)."""
+
+    def __init__(self, handle, phase: str, total: int, progress: ProgressCallback | None):
+        self._handle = handle
+        self._phase = phase
+        self._total = total
+        self._progress = progress
+        self.position = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._handle.read(size)
+        self.position += len(data)
+        if self._progress is not None:
+            self._progress(self._phase, self.position, self._total)
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+
 @dataclass
 class ImportSummary:
     """What an import wrote; the same fields as the JSON importer's report, plus the input size."""
@@ -99,4 +121,4 @@ def add_grouped_edges(
     return added
 
 
-__all__ = ["ImportSummary", "Dangling", "TypeRanges", "add_grouped_edges", "DANGLING_EXAMPLES", "ProgressCallback"]
+__all__ = ["CountingReader", "ImportSummary", "Dangling", "TypeRanges", "add_grouped_edges", "DANGLING_EXAMPLES", "ProgressCallback"]
