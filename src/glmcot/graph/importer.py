@@ -29,7 +29,7 @@ import numpy as np
 
 from glmcot.graph.errors import GraphFormatError
 from glmcot.graph.idhash import find_duplicate, hash_ids
-from glmcot.graph.loading import CountingReader, ProgressCallback
+from glmcot.graph.loading import CountingReader, ProgressCallback, import_paths
 from glmcot.graph.writer import NULL, StoreWriter
 
 TYPE_SUFFIX = "_nodes"
@@ -549,12 +549,7 @@ def import_graph_json(
     ``max_depth`` bounds the JSON nesting inside one feature or neighbour value (a deeper file is
     refused with an error naming the node and the feature, before anything is built)."""
     started = time.perf_counter()
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not overwrite:
-        raise FileExistsError(f"{out_dir} exists; pass --force to replace it")
+    path, out_dir = import_paths(path, out_dir, overwrite)
     if max_depth < 1:
         raise ValueError("max_depth must be at least 1")
     scan = _pass1(path, progress, max_depth)

@@ -32,7 +32,7 @@ import numpy as np
 import pyoxigraph as ox
 
 from glmcot.graph.errors import GraphFormatError
-from glmcot.graph.loading import CountingReader, ImportSummary, ProgressCallback, TypeRanges, add_grouped_edges
+from glmcot.graph.loading import CountingReader, import_paths, ImportSummary, ProgressCallback, TypeRanges, add_grouped_edges
 from glmcot.graph.writer import StoreWriter
 
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
@@ -185,12 +185,7 @@ def import_triples(
 ) -> ImportSummary:
     """Import an N-Triples file (plain or gzip) into a store at ``out_dir`` (rule in the module doc)."""
     started = time.perf_counter()
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not overwrite:
-        raise FileExistsError(f"{out_dir} exists; pass --force to replace it")
+    path, out_dir = import_paths(path, out_dir, overwrite)
     collected, triples, total = collect_triples(path, text_predicate, id_prefix, progress)
     text_feature = local_name(text_predicate)
     if not collected.ids:
