@@ -10,7 +10,7 @@ from typing import Callable
 from glmcot.agents.records import QuestionResult
 from glmcot.llm import LLMBackend, LLMError, LLMRequest, LLMResponse, Segment
 from glmcot.agents.trace import AgentError, Answer, LLMCall, TraceEvent
-from glmcot.llm.formats import valid_text
+from glmcot.agents.formats import valid_text
 from glmcot.llm.replay import prompt_hash
 
 

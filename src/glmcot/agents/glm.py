@@ -21,7 +21,7 @@ from glmcot.agents.retrieval import PipelineHook
 from glmcot.agents.sandbox import ExecutionResult, SandboxError
 from glmcot.agents.trace import Classification, NotebookUpdate, Reasoning, SnippetRun
 from glmcot.llm import Level, LLMBackend, LLMError, Segment
-from glmcot.llm import formats
+from glmcot.agents import formats
 
 # Which failure an execution error counts as when retries run out.
 _RETRIEVAL_KINDS = {"graph", "retrieval"}

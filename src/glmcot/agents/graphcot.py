@@ -18,7 +18,7 @@ from glmcot.agents.records import QuestionResult
 from glmcot.graph.graphcot import INVALID_ACTION, GraphCoTObserver
 from glmcot.agents.trace import GraphCoTStep
 from glmcot.llm import Level, LLMBackend, LLMError, Segment
-from glmcot.llm import formats
+from glmcot.agents import formats
 from glmcot.llm.tokens import TokenCounter, qwen_counter
 
 

@@ -39,7 +39,7 @@ from glmcot.agents.records import QuestionResult
 from glmcot.graph.graphcot import GraphFunctions
 from glmcot.agents.trace import GraphCoTConfig, GraphCoTStep
 from glmcot.llm import Level, LLMBackend, LLMError, Segment
-from glmcot.llm import formats
+from glmcot.agents import formats
 from glmcot.llm.tokens import TokenCounter, qwen_counter
 
 METHOD = "graphcot"

@@ -79,7 +79,7 @@ def backends_per_graph(runtime: Runtime, contexts: dict[str, Any]) -> dict[str, 
     if base is not None and runtime.engine is None:
         raise ValueError("the scripted policy force-decodes its text, which needs the native "
                          "engine (--model); an upstream --llm server cannot force-decode")
-    from glmcot.llm.scripted import ScriptedBackend
+    from glmcot.agents.scripted import ScriptedBackend
 
     return {name: ScriptedBackend(runtime.scripted_by_qid, inner=base,
                                   code_runner=context.run_code)
