@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -203,3 +204,22 @@ def test_dangling_neighbour_ids_survive_updates_and_compaction(tmp_path):
     compacted = Graph.open(store)
     assert compacted.neighbors("p1", "author") == ["ghost", "a2"] and compacted.degree("p1", "author") == 2
     assert compacted.neighbors("p2", "author") == ["a2"]
+
+
+def test_null_features_and_absent_relation_keys_survive_updates_and_compaction(tmp_path):
+    from glmcot.graph.importer import import_graph_json
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "grbench"
+    for name, check in (
+        ("goodreads_null_features.json",
+         lambda g: g.features_at(g.index("pub_12")) == {"name": None} and g.feature("21366268", "description") is None),
+        ("biomedical_absent_relation_keys.json",
+         lambda g: not g.has_relation_key_at(g.index("DB01412"), "Compound-treats-Disease")
+         and g.has_relation_key_at(g.index("DB00201"), "Compound-treats-Disease")),
+    ):
+        store = tmp_path / name
+        import_graph_json(fixtures / name, store)
+        any_id = Graph.open(store).node_id(0)
+        apply_update(store, ops({"op": "upsert_node", "id": any_id, "features": {"note": "changed"}}))
+        compact(store)
+        assert check(Graph.open(store)), name

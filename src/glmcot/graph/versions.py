@@ -29,7 +29,7 @@ import numpy as np
 from glmcot.graph.delta import ApplyReport, Delta, DeltaBuilder, Operation, write_json_atomic
 from glmcot.graph.errors import GraphFormatError
 from glmcot.graph.store import Graph
-from glmcot.graph.writer import StoreWriter
+from glmcot.graph.writer import NULL, StoreWriter
 
 CURRENT = "CURRENT.json"
 VERSIONS_FORMAT = "glmcot.graph-versions/1"
@@ -236,7 +236,9 @@ def write_merged(graph: Graph, out_dir: Path) -> np.ndarray:
             for first in range(0, len(indices), _BATCH):
                 batch = indices[first : first + _BATCH].tolist()
                 rows = [graph.features_at(index) for index in batch]
-                features = {name: [row.get(name) for row in rows] for name in names}
+                # a null feature exists with the value None (store 1.2), unlike an absent one
+                features = {name: [NULL if name in row and row[name] is None else row.get(name) for row in rows]
+                            for name in names}
                 features = {name: values for name, values in features.items() if any(v is not None for v in values)}
                 writer.add_nodes(node_type, graph.node_ids(batch), features)
             key = graph.text_key(node_type)
@@ -265,7 +267,18 @@ def write_merged(graph: Graph, out_dir: Path) -> np.ndarray:
                     writer.add_edges(node_type, relation, src, dst, np.concatenate(weights) if weighted else None)
                 if dangling_ids:
                     writer.add_dangling(node_type, relation, np.asarray(dangling_src), np.asarray(dangling_pos), dangling_ids)
+                absent = [mapping[index] for index in indices.tolist() if not _has_relation_key(graph, index, relation)]
+                if absent:
+                    writer.add_absent(node_type, relation, np.asarray(absent, dtype=np.int64))
     return mapping
+
+
+def _has_relation_key(graph: Graph, index: int, relation: str) -> bool:
+    """Whether a node's source had the relation key (nodes an update added always do)."""
+    try:
+        return graph.has_relation_key_at(index, relation)
+    except (IndexError, KeyError, ValueError):
+        return True
 
 
 def _live_indices(graph: Graph, node_type: str) -> np.ndarray:
