@@ -183,7 +183,7 @@ def train(config: TrainConfig, train_examples: list[Example], eval_examples: lis
             result.tokens_seen += int(mask.sum())
             result.reply_tokens_seen += reply_count
             if step % config.log_every == 0 or step == 1:
-                entry = {"step": step, "epoch": epoch, "loss": round(float(loss), 5), "lr": optimizer.param_groups[0]["lr"],
+                entry = {"step": step, "epoch": epoch, "loss": round(loss.item(), 5), "lr": optimizer.param_groups[0]["lr"],
                          "tokens_seen": result.tokens_seen, "elapsed_s": round(time.monotonic() - started, 2)}
                 result.log.append(entry)
                 if progress:
