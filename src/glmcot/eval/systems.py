@@ -117,6 +117,8 @@ def backend_spec(config: EvalConfig, scripted: bool) -> str:
             return config.llm
         return f"openai:{config.llm}"
     if config.model:
+        if config.model == "glmcot-mini":  # resolved (or a clear error with the build command) by the backend
+            return "native:glmcot-mini"
         if not config.model.startswith("random:") and not Path(config.model).expanduser().is_dir():
             raise SetupError(f"--model must be a local checkpoint folder or random:qwen3:<size>; "
                              f"not found: {config.model}")
