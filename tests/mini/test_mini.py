@@ -14,7 +14,7 @@ def test_examples_cover_the_agents_and_the_repair_turn(built):
     held = read_examples(root / "work" / "eval.jsonl")
     assert {e.agent for e in train} == {"classify", "reason", "act"}
     assert {e.seed for e in train} == {1} and {e.seed for e in held} == {1001}
-    assert not {e.qid for e in train if e.seed == 1} & set() and record["data"]["train_seeds"] == [1]
+    assert record["data"]["train_seeds"] == [1] and record["data"]["eval_seeds"] == [1001]
     # Shared prompts are compacted to a tag; the question is still there.
     assert all(e.segments[0].startswith("<<glmcot-mini ") for e in train)
     classify = next(e for e in train if e.agent == "classify")
