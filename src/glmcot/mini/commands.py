@@ -14,8 +14,8 @@ def register(app: typer.Typer) -> None:
     @app.command("train-mini")
     def train_mini(
         preset: str = typer.Option("cpu", "--preset", help="tiny (tests, seconds), cpu (about 20 minutes on 2 cores) or gpu."),
-        out: Optional[Path] = typer.Option(None, "--out", help="Checkpoint folder [default: <cache dir>/models/glmcot-mini]."),
-        work_dir: Optional[Path] = typer.Option(None, "--work-dir", help="Graphs and examples [default: OUT.work]."),
+        out: Optional[Path] = typer.Option(None, "--out", help="Checkpoint folder (default: <cache dir>/models/glmcot-mini)."),
+        work_dir: Optional[Path] = typer.Option(None, "--work-dir", help="Graphs and examples (default: OUT.work beside the checkpoint)."),
         max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Stop training at this wall time (preset's cap otherwise)."),
         max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after this many optimiser steps."),
         seed: Optional[int] = typer.Option(None, "--seed", help="Model initialisation and batch order seed."),
