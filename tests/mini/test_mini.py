@@ -106,3 +106,16 @@ def test_agents_run_end_to_end_on_real_decoding(built):
     known = {None, "", "unexpected_output", "retrieval_error", "code_error", "step_limit", "backend_error"}
     assert all(r.failure in known for r in results)
     assert all(r.llm_calls >= 2 and r.output_tokens > 0 for r in results)  # the model really decoded
+
+
+def test_ask_with_glmcot_mini_and_no_checkpoint_says_how_to_build_it(tmp_path, monkeypatch, built):
+    from typer.testing import CliRunner
+
+    from glmcot.cli import app
+
+    root, _ = built
+    monkeypatch.setenv("GLMCOT_CACHE_DIR", str(tmp_path / "cache"))
+    graph = root / "work" / "graphs" / "dblp-1001" / "graph"
+    result = CliRunner().invoke(app, ["ask", "Who wrote x?", "--graph", str(graph), "--model", "glmcot-mini"])
+    assert result.exit_code != 0
+    assert "glmcot train-mini --preset cpu" in " ".join(result.output.split())

@@ -123,7 +123,7 @@ def register(app: typer.Typer) -> None:
     def ask_command(
         question: str = typer.Argument(..., help="The question, in quotes."),
         graph: Path = typer.Option(..., "--graph", help="Graph store folder (glmcot graph import / glmcot data synth)."),
-        model: Optional[str] = typer.Option(None, "--model", help="Local checkpoint folder for the native engine."),
+        model: Optional[str] = typer.Option(None, "--model", help="Local checkpoint folder for the native engine, or glmcot-mini (glmcot train-mini builds it)."),
         llm: Optional[str] = typer.Option(None, "--llm", help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1 [env GLMCOT_LLM]."),
         api_model: Optional[str] = typer.Option(None, "--api-model", help="Model name on that server [env GLMCOT_API_MODEL]."),
         llm_timeout: Optional[float] = typer.Option(None, "--llm-timeout", help=_TIMEOUT_HELP),
@@ -157,7 +157,7 @@ def register(app: typer.Typer) -> None:
         questions: Path = typer.Option(..., "--questions", help="questions.jsonl (glmcot data synth) or a GRBench file."),
         graph: Optional[Path] = typer.Option(None, "--graph", help="Graph store folder (not needed for --method base)."),
         method: str = typer.Option("glm", help="glm, graphcot (faithful to the original), graphcot-repaired (stronger), both (graphcot,glm), base, text-rag, graph-rag; comma-separated for several."),
-        model: Optional[str] = typer.Option(None, "--model", help="Local checkpoint or random:qwen3:<size> on the native engine."),
+        model: Optional[str] = typer.Option(None, "--model", help="Local checkpoint, glmcot-mini or random:qwen3:<size> on the native engine."),
         llm: Optional[str] = typer.Option(None, "--llm", help="OpenAI-compatible server URL [env GLMCOT_LLM]."),
         api_model: Optional[str] = typer.Option(None, "--api-model", help="Model name on that server."),
         llm_timeout: Optional[float] = typer.Option(None, "--llm-timeout", help=_TIMEOUT_HELP),

@@ -113,14 +113,14 @@ class TrainResult:
     dropped_long: int = 0
 
 
-def evaluate_loss(model: Any, items: list[Encoded], pad_id: int, batch_tokens: int) -> float:
+def evaluate_loss(model: Any, items: list[Encoded], pad_id: int, batch_tokens: int, device: str = "cpu") -> float:
     import torch
 
     model.eval()
     total, count = 0.0, 0
     with torch.no_grad():
         for batch in batches(items, batch_tokens, random.Random(0)):
-            loss, n = reply_loss(model, *collate(batch, pad_id))
+            loss, n = reply_loss(model, *(t.to(device) for t in collate(batch, pad_id)))
             total += float(loss) * n
             count += n
     model.train()
@@ -189,14 +189,14 @@ def train(config: TrainConfig, train_examples: list[Example], eval_examples: lis
                 if progress:
                     progress(entry)
             if config.eval_every and held and step % config.eval_every == 0:
-                result.eval_log.append({"step": step, "eval_loss": round(evaluate_loss(model, held, pad_id, config.batch_tokens), 5)})
+                result.eval_log.append({"step": step, "eval_loss": round(evaluate_loss(model, held, pad_id, config.batch_tokens, config.device), 5)})
                 if progress:
                     progress(result.eval_log[-1])
         else:
             continue
         break
     if held:
-        result.eval_log.append({"step": step, "eval_loss": round(evaluate_loss(model, held, pad_id, config.batch_tokens), 5)})
+        result.eval_log.append({"step": step, "eval_loss": round(evaluate_loss(model, held, pad_id, config.batch_tokens, config.device), 5)})
     result.steps = step
     result.wall_s = time.monotonic() - started
     model.eval()
