@@ -22,6 +22,7 @@ def build(config: TrainConfig, out: str | Path, work_dir: str | Path, *, preset_
     from glmcot.mini.train import plot_loss, train
 
     started = time.monotonic()
+    version = code_version()  # the code that runs, not what is checked out when it ends
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
     collected = collect(config.data, work / "graphs", progress=lambda line: say(f"data: {line}"))
@@ -44,7 +45,7 @@ def build(config: TrainConfig, out: str | Path, work_dir: str | Path, *, preset_
     training = {
         "command": command or shlex.join(["glmcot", *sys.argv[1:]]),
         "preset": preset_name,
-        "code_version": code_version(),
+        "code_version": version,
         "seed": config.seed,
         "data": {"train_seeds": list(config.data.train_seeds), "eval_seeds": list(config.data.eval_seeds),
                  "domains": list(config.data.domains), "questions_per_template": config.data.questions_per_template,
