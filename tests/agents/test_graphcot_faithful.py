@@ -236,3 +236,20 @@ def test_methods_name_the_variant(context, scripted, records):
     assert faithful.method == "graphcot" and repaired.method == "graphcot-repaired"
     record = records[0]
     assert faithful.answer(record["question"], record["qid"]).answer == repaired.answer(record["question"], record["qid"]).answer
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("lines", [
+    ["I need \ud800 it.", "NodeFeature[\ud800, title]"],
+    ["Hmm.", "RetrieveNode[\udc80]"],
+    ["Hmm.", "A" * 200_000],
+    ["Hmm.", "RetrieveNode[" + "x" * 200_000 + "]"],
+])
+def test_hostile_llm_lines_never_raise(context, lines):
+    import json
+
+    agent = FaithfulGraphCoTAgent(Recorded(lines * 2), context, AgentConfig(domain="dblp", graphcot_max_steps=2))
+    for question in ("Q?", "Who wrote \ud800?"):
+        result = agent.answer(question, "q1")
+        assert result.failure in (None, "step_limit")
+        json.dumps(result.to_dict(), ensure_ascii=False).encode("utf-8")  # a trace row can be written

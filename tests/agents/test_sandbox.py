@@ -208,7 +208,9 @@ def test_retrieval_time_counts_against_the_wall_limit(graph_dir):
             release.set()
         assert not result.ok
         assert result.error["kind"] == "timeout"
-        assert calls == ["q0"]  # cut during the first resolution: the deadline was not extended
+        # Cut during the first resolution (or before it, on a loaded machine): the deadline was
+        # not extended by the time the parent spent resolving.
+        assert calls in ([], ["q0"])
         # The pool recovers with a fresh worker.
         assert executor.run("print(1)").output == "1\n"
 
@@ -367,3 +369,21 @@ def test_worker_has_process_file_size_and_open_file_limits(graph_dir):
         assert limits["Max data size"][0] != "unlimited"
         # The worker keeps running snippets under them.
         assert executor.run("print(sum(range(10)))").output == "45\n"
+
+
+@needs_proc
+def test_open_file_limit_leaves_room_for_every_store_file(tmp_path):
+    """Columns open lazily, after the limit is set, and a mapped file holds two descriptors: a
+    node with many string features must still be readable in full."""
+    from glmcot.graph.writer import StoreWriter
+
+    store = tmp_path / "wide"
+    names = [f"f{i}" for i in range(80)]
+    with StoreWriter(store) as writer:
+        writer.add_nodes("item", ["i1", "i2"], {name: [f"{name} of i1", f"{name} of i2"] for name in names})
+        writer.set_text_key("item", "f0")
+    with SandboxExecutor(store, workers=1) as executor:
+        code = "for name in [" + ", ".join(f'"{n}"' for n in names) + "]:\n    print(NodeFeature(\"i2\", name))"
+        result = executor.run(code)
+        assert result.ok, result.error
+        assert result.output.splitlines() == [f"{name} of i2" for name in names]

@@ -18,9 +18,9 @@ def _run(args, env=None):
     (["eval", "--questions", "nope.jsonl", "--graph", ".", "--method", "sideways", "--scripted"], "unknown method 'sideways'"),
     (["eval", "--questions", "nope.jsonl", "--graph", ".", "--model", "x", "--llm", "http://h"], "only one of --model, --llm"),
     (["eval", "--questions", "nope.jsonl", "--method", "glm", "--scripted"], "--graph is needed for glm"),
-    (["eval", "--questions", "nope.jsonl", "--graph", ".", "--api-model", "m", "--model", "x"], "--api-model needs --llm"),
+    (["eval", "--questions", "nope.jsonl", "--graph", ".", "--llm-model", "m", "--model", "x"], "--llm-model needs --llm"),
     (["ask", "Who?", "--graph", "."], "give --model PATH"),
-    (["ask", "Who?", "--graph", ".", "--model", "m", "--method", "magic"], "choose glm or graphcot"),
+    (["ask", "Who?", "--graph", ".", "--model", "m", "--method", "magic"], "choose glm, graphcot or graphcot-repaired"),
     (["bench", "everything"], "unknown benchmark 'everything'"),
     (["demo", "--domains", "dblp,mars"], "unknown domain(s) mars"),
 ])

@@ -7,12 +7,12 @@ from glmcot.eval.config import ConfigError, load_config
 
 def test_precedence_options_over_env_over_file(tmp_path: Path):
     config_file = tmp_path / "glmcot.toml"
-    config_file.write_text('[eval]\nconcurrency = 3\nprice_input = 1.5\napi_model = "file-model"\n'
+    config_file.write_text('[eval]\nconcurrency = 3\nprice_input = 1.5\nllm_model = "file-model"\n'
                            'llm = "http://file"\n')
-    env = {"GLMCOT_CONCURRENCY": "5", "GLMCOT_API_MODEL": "env-model"}
+    env = {"GLMCOT_CONCURRENCY": "5", "GLMCOT_LLM_MODEL": "env-model"}
     config = load_config({"concurrency": 7}, config_file, environ=env)
     assert config.concurrency == 7            # option wins
-    assert config.api_model == "env-model"    # env beats file
+    assert config.llm_model == "env-model"    # env beats file
     assert config.price_input == 1.5          # file beats default
     assert config.llm == "http://file"
     assert config.max_steps == 10             # default
@@ -45,11 +45,11 @@ def test_bad_values_are_clear_errors(tmp_path: Path):
 
 def test_api_key_is_masked_in_dumps():
     config = load_config({}, None, environ={"OPENAI_API_KEY": "sk-secret"})
-    assert config.api_key == "sk-secret"
-    assert config.to_dict()["api_key"] == "***"
+    assert config.llm_api_key == "sk-secret"
+    assert config.to_dict()["llm_api_key"] == "***"
 
 
-def test_llm_timeout_and_retries_come_from_options_env_or_file(tmp_path: Path):
+def test_llm_timeout_and_retries_come_from_options_env_or_file(tmp_path: Path, table_server):
     from glmcot.eval.config import ConfigError
     from glmcot.eval.systems import answer_backend
 
@@ -57,10 +57,14 @@ def test_llm_timeout_and_retries_come_from_options_env_or_file(tmp_path: Path):
     env = {"GLMCOT_LLM_TIMEOUT": "9.5", "GLMCOT_LLM_RETRIES": "1"}
     config = load_config({}, environ=env)
     assert (config.llm_timeout, config.llm_retries) == (9.5, 1)
-    config = load_config({"llm_timeout": 3, "llm_retries": 0, "llm": "http://127.0.0.1:9/v1", "api_model": "m"},
+    config = load_config({"llm_timeout": 3, "llm_retries": 0, "llm": table_server[0], "llm_model": "table-model"},
                          environ=env)
     with answer_backend(config) as backend:
         assert (backend.timeout_s, backend.max_retries) == (3.0, 0)
+    toml = tmp_path / "c.toml"
+    toml.write_text("[eval]\nllm_timeout = 30\nllm_retries = 2\n")
+    from_file = load_config({}, toml, environ={})
+    assert (from_file.llm_timeout, from_file.llm_retries) == (30.0, 2)
     with pytest.raises(ConfigError, match="llm_retries"):
         load_config({"llm_retries": -1}, environ={})
     with pytest.raises(ConfigError, match="GLMCOT_LLM_TIMEOUT"):

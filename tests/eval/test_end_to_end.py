@@ -18,7 +18,7 @@ def cache_env(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def dblp(cache_env):
-    from glmcot.eval.demo import DEMO_SCALE, DEMO_SEED, ensure_dataset
+    from glmcot.eval.workload import DEMO_SCALE, DEMO_SEED, ensure_dataset
 
     return ensure_dataset("dblp", DEMO_SCALE, DEMO_SEED, Path(cache_env["GLMCOT_CACHE"]))
 
@@ -83,7 +83,7 @@ def test_ask_with_random_weights_shows_trace_and_no_traceback(cache_env, dblp):
 
 def test_ask_against_a_server_that_is_not_there_fails_at_once_in_one_line(cache_env, dblp):
     result = CliRunner().invoke(app, ["ask", "Who wrote the paper about swarm robotics?", "--graph", str(dblp),
-                                      "--llm", "http://127.0.0.1:9/v1", "--api-model", "m"], env=cache_env)
+                                      "--llm", "http://127.0.0.1:9/v1", "--llm-model", "m"], env=cache_env)
     assert result.exit_code == 2, result.output
     output = " ".join(result.output.split())
     assert "cannot connect to http://127.0.0.1:9/v1" in output and "Traceback" not in output

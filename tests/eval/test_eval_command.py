@@ -117,7 +117,7 @@ def test_eval_checks_the_backend_before_the_run(tmp_path: Path, table_server):
     assert down.exit_code == 2
     text = " ".join(down.output.split())
     assert "cannot connect to http://127.0.0.1:9/v1" in text and "Traceback" not in text
-    unknown = CliRunner().invoke(app, base + ["--llm", url, "--api-model", "gpt-9"])
+    unknown = CliRunner().invoke(app, base + ["--llm", url, "--llm-model", "gpt-9"])
     assert unknown.exit_code == 2
     assert "'gpt-9' is not served" in " ".join(unknown.output.split())
     assert not (tmp_path / "o" / "base.jsonl").exists()

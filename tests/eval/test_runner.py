@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from glmcot.eval.questions import Question, QuestionFileError, load_questions
+from glmcot.data.questions import QuestionFormatError, QuestionRecord, read_questions
 from glmcot.eval.runner import Prices, percentile, read_rows, run_method, summarize
 
 
@@ -23,7 +23,7 @@ class Result:
 
 
 def _questions(n=4):
-    return [Question(qid=f"q{i}", question=f"What is {i}?", answer=f"value {i}", domain="dblp") for i in range(n)]
+    return [QuestionRecord(qid=f"q{i}", question=f"What is {i}?", answer=f"value {i}", domain="dblp") for i in range(n)]
 
 
 def _lookup(question):
@@ -98,19 +98,25 @@ def test_percentile_is_numpy_linear():
 def test_question_files(tmp_path: Path):
     good = tmp_path / "dblp.jsonl"
     good.write_text('{"qid": "0", "question": "Q?", "answer": "A"}\n\n{"qid": 1, "question": "R?", "answer": ["x", "y"]}\n')
-    questions = load_questions(good)
+    questions = read_questions(good)
     assert [q.qid for q in questions] == ["0", "1"] and questions[1].answer == "x, y"
     assert questions[0].domain == "dblp"
-    assert len(load_questions(good, limit=1)) == 1
+    assert len(read_questions(good, limit=1)) == 1
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"qid": "0", "question": "Q?"}\n')
-    with pytest.raises(QuestionFileError, match="bad.jsonl:1: missing field.*answer"):
-        load_questions(bad)
+    with pytest.raises(QuestionFormatError, match="bad.jsonl:1: missing field.*answer"):
+        read_questions(bad)
     bad.write_text('{"qid": "0", "question": "Q?", "answer": "A"}\n{oops\n')
-    with pytest.raises(QuestionFileError, match="bad.jsonl:2: not valid JSON"):
-        load_questions(bad)
-    with pytest.raises(QuestionFileError, match="not found"):
-        load_questions(tmp_path / "nope.jsonl")
+    with pytest.raises(QuestionFormatError, match="bad.jsonl:2: not valid JSON"):
+        read_questions(bad)
+    with pytest.raises(QuestionFormatError, match="not found"):
+        read_questions(tmp_path / "nope.jsonl")
+    bad.write_text('{"qid": "0", "question": "Q?", "answer": "A"}\n{"qid": "0", "question": "R?", "answer": "B"}\n')
+    with pytest.raises(QuestionFormatError, match="bad.jsonl:2: duplicate qid '0'"):
+        read_questions(bad)
+    bad.write_text("\n\n")
+    with pytest.raises(QuestionFormatError, match="no questions in the file"):
+        read_questions(bad)
 
 
 def test_failure_reasons_are_kept_in_the_rows(tmp_path: Path):

@@ -181,3 +181,25 @@ def test_update_and_compact_commands(tmp_path, store):
     compacted = runner.invoke(app, ["graph", "compact", str(store), "--json"])
     assert compacted.exit_code == 0 and json.loads(compacted.output)["version"] == 2
     assert runner.invoke(app, ["graph", "call", str(store), 'NeighbourCheck("m9", "actor")']).output == "['p1']\n"
+
+
+def test_dangling_neighbour_ids_survive_updates_and_compaction(tmp_path):
+    from glmcot.graph.importer import import_graph_json
+
+    source = tmp_path / "graph.json"
+    source.write_text(json.dumps({
+        "paper_nodes": {"p1": {"features": {"title": "A"}, "neighbors": {"author": ["a1", "ghost", "a2"]}},
+                        "p2": {"features": {"title": "B"}, "neighbors": {"author": ["a2"]}}},
+        "author_nodes": {"a1": {"features": {"name": "X"}, "neighbors": {}}, "a2": {"features": {"name": "Y"}, "neighbors": {}}},
+    }))
+    import_graph_json(source, tmp_path / "store")
+    store = tmp_path / "store"
+    assert Graph.open(store).neighbors("p1", "author") == ["a1", "ghost", "a2"]
+    apply_update(store, ops({"op": "upsert_edge", "source": "p1", "relation": "author", "target": "a2", "weight": 2.0},
+                            {"op": "delete_node", "id": "a1"}))
+    graph = Graph.open(store)
+    assert graph.neighbors("p1", "author") == ["ghost", "a2"] and graph.degree("p1", "author") == 2
+    compact(store)
+    compacted = Graph.open(store)
+    assert compacted.neighbors("p1", "author") == ["ghost", "a2"] and compacted.degree("p1", "author") == 2
+    assert compacted.neighbors("p2", "author") == ["a2"]

@@ -173,3 +173,38 @@ def test_linear_parsers_agree_with_the_original_expressions():
         assert old_call.findall(text) == formats._bracket_calls(text), text
         for kind in ("Action", "Thought"):
             assert old_clean(text, kind) == formats.clean_step_text(text, kind, 0), text
+
+
+def _split(pieces):
+    from glmcot.llm.types import LineSplitter
+
+    lines = []
+    splitter = LineSplitter(None, lines.append)
+    for piece in pieces:
+        splitter.feed(piece)
+    splitter.finish()
+    return lines
+
+
+def test_line_splitter_gives_each_line_once():
+    import random
+
+    assert _split(["ab", "c\nd", "e\n\nf", "\n"]) == ["abc", "de", "", "f"]
+    assert _split(["x"]) == ["x"] and _split(["x\n"]) == ["x"] and _split([]) == []
+    generator = random.Random(3)
+    for _ in range(2000):
+        text = "".join(generator.choice(["a", "b", "\n", "cd"]) for _ in range(generator.randint(0, 30)))
+        cuts = sorted(generator.sample(range(len(text) + 1), min(len(text) + 1, generator.randint(0, 6))))
+        pieces = [text[i:j] for i, j in zip([0] + cuts, cuts + [len(text)])]
+        expected = text.split("\n")
+        if expected and expected[-1] == "":
+            expected.pop()
+        assert _split(pieces) == expected, pieces
+
+
+@pytest.mark.timeout(60)
+def test_line_splitter_is_linear_on_long_replies():
+    # One 200k-character reply of blank lines (each line used to copy the rest of the buffer), and
+    # a 200k-piece stream of one long line (each piece used to re-scan and copy the buffer).
+    assert _split(["\n" * BIG + "x"]) == [""] * BIG + ["x"]
+    assert _split(["ab"] * BIG) == ["ab" * BIG]

@@ -11,7 +11,7 @@ import pytest
 
 from glmcot.serve import sse
 from glmcot.serve.config import ServeConfig
-from glmcot.serve.runtime import build_runtime
+from glmcot.serve.startup import build_runtime
 from glmcot.serve.server import BackgroundServer
 
 from .conftest import idle

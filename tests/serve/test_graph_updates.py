@@ -10,7 +10,7 @@ import pytest
 from glmcot.data.movies import REVERSE_SUFFIX, write_example
 from glmcot.graph.tables import import_tables
 from glmcot.serve.config import ServeConfig
-from glmcot.serve.runtime import build_runtime
+from glmcot.serve.startup import build_runtime
 from glmcot.serve.server import BackgroundServer
 
 KEY = "update-key-123"

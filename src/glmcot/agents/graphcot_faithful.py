@@ -314,6 +314,7 @@ class FaithfulGraphCoTAgent:
 
     def answer(self, question: str, qid: str | None = None) -> QuestionResult:
         run = QuestionRun(self.backend, question, qid, self.method, self._names, self.config.on_event)
+        question = run.question  # made valid text (a lone surrogate cannot be tokenised or hashed)
         config = self.config
         run.trace.append({"type": "graphcot-config", "variant": "faithful", "token_counter": self.counter_name,
                           "token_cap": config.graphcot_token_cap, "max_steps": config.graphcot_max_steps})

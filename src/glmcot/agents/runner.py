@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable
 
 from glmcot.agents.config import AgentConfig
 from glmcot.agents.context import AgentContext
+from glmcot.data.questions import QuestionRecord
 from glmcot.agents.records import QuestionResult
 from glmcot.llm import LLMBackend
 from glmcot.llm import make_backend as make_llm_backend
@@ -97,8 +98,17 @@ def repair_tail(path: Path) -> None:
         handle.truncate(0)
 
 
+def _qid_and_question(position: int, record: Any) -> tuple[str | None, str]:
+    """A QuestionRecord's (or a {"qid", "question"} mapping's) qid and text."""
+    if isinstance(record, QuestionRecord):
+        return record.qid, record.question
+    if not isinstance(record, dict) or "question" not in record:
+        raise ValueError(f"question record {position} has no 'question' field")
+    return (str(record["qid"]) if record.get("qid") is not None else None), str(record["question"])
+
+
 def run_questions(
-    questions: Iterable[dict],
+    questions: Iterable[QuestionRecord | dict],
     *,
     method: str = "glm",
     backend: LLMBackend,
@@ -109,7 +119,7 @@ def run_questions(
     resume: bool = True,
     on_result: Callable[[QuestionResult], None] | None = None,
 ) -> list[QuestionResult]:
-    """Answers every record ({"qid", "question", ...}) with `method`, `concurrency` at a time.
+    """Answers every record (a QuestionRecord, or {"qid", "question", ...}) with `method`, `concurrency` at a time.
 
     With `traces`, each finished question is appended as one JSON line (flushed and fsynced, so a
     crash loses at most the questions in flight); with `resume`, qids already in that file are not
@@ -119,10 +129,7 @@ def run_questions(
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
-    records = list(questions)
-    for position, record in enumerate(records):
-        if "question" not in record:
-            raise ValueError(f"question record {position} has no 'question' field")
+    records = [_qid_and_question(position, record) for position, record in enumerate(questions)]
     agent = make_agent(method, backend, context, config)
     path = Path(traces) if traces is not None else None
     done: dict[str, dict] = {}
@@ -138,12 +145,11 @@ def run_questions(
     results: list[QuestionResult | None] = [None] * len(records)
 
     def work(position: int) -> None:
-        record = records[position]
-        qid = str(record["qid"]) if record.get("qid") is not None else None
+        qid, question = records[position]
         if qid is not None and qid in done:
             result = QuestionResult.from_dict(done[qid])
         else:
-            result = agent.answer(record["question"], qid=qid)
+            result = agent.answer(question, qid=qid)
             if handle is not None:
                 line = json.dumps(result.to_dict(), ensure_ascii=False) + "\n"
                 with lock:

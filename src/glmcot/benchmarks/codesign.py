@@ -169,7 +169,7 @@ def make_workload(seed: int, num_sessions: int, num_vertices: int, zipf_s: float
     sessions = []
     for q in range(num_sessions):
         sid = f"q{q}"
-        question = Segment(f"Question {q}: {words(rng, 8)}?\n", 4)
+        question = Segment(f"QuestionRecord {q}: {words(rng, 8)}?\n", 4)
         session = Session(sid)
         deterministic = rng.random() < 0.3
         session.calls.append(Call("classify", [Segment(prompts["classify"], 1), question],
@@ -282,14 +282,14 @@ def record_traces(per_domain: int, domains: list[str], folder: Path, console) ->
     MiniLM retrieval and the sandbox as in `glmcot eval`, and records its question traces."""
     from glmcot.agents import AgentConfig, AgentContext, make_backend, run_questions
     from glmcot.eval.config import default_cache_dir
-    from glmcot.eval.demo import DEMO_SCALE, DEMO_SEED, ensure_dataset, pick_questions
-    from glmcot.eval.questions import load_questions
+    from glmcot.eval.workload import DEMO_SCALE, DEMO_SEED, ensure_dataset, pick_questions
+    from glmcot.data.questions import read_questions
 
     paths = []
     for domain in domains:
         path = folder / f"{domain}-glm.jsonl"
         data = ensure_dataset(domain, DEMO_SCALE, DEMO_SEED, default_cache_dir())
-        records = [q.record for q in pick_questions(load_questions(data / "questions.jsonl", domain=domain), per_domain)]
+        records = list(pick_questions(read_questions(data / "questions.jsonl", domain=domain), per_domain))
         console.print(f"[dim]recording {len(records)} {domain} questions (GLM, scripted policy) into {path}[/dim]")
         with AgentContext(data, domain=domain) as context:
             backend = make_backend("scripted", questions=records, context=context)

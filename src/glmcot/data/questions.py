@@ -36,19 +36,25 @@ class Plan:
 
 @dataclass
 class QuestionRecord:
+    """One question: ours (synthetic, with template, gold plan and entities) or a GRBench row,
+    which carries only qid, question and answer."""
+
     qid: str
-    domain: str
-    template: str
-    params: dict
-    level: str
     question: str
     answer: str
-    deterministic: bool
+    domain: str = ""
+    template: str = ""
+    params: dict = field(default_factory=dict)
+    level: str = ""
+    deterministic: bool = False
     plan: Plan | None = None
     entities: dict = field(default_factory=dict)   # slot -> node id the question is about
 
     def to_json(self) -> dict:
-        out = asdict(self)
+        data = asdict(self)
+        # the file's field order since glmcot.questions/1, so generated files keep their bytes
+        out = {key: data[key] for key in ("qid", "domain", "template", "params", "level", "question", "answer",
+                                          "deterministic", "plan", "entities")}
         if self.plan is None:
             out.pop("plan")
         if not self.entities:
@@ -56,7 +62,8 @@ class QuestionRecord:
         return out
 
     @classmethod
-    def from_json(cls, raw: dict, where: str = "") -> QuestionRecord:
+    def from_json(cls, raw: dict, where: str = "", domain: str = "") -> QuestionRecord:
+        """`domain`: the domain of a row that names none (a GRBench file's)."""
         missing = [k for k in ("qid", "question", "answer") if k not in raw]
         if missing:
             raise QuestionFormatError(f"{where}: missing field(s) {', '.join(missing)}")
@@ -71,9 +78,12 @@ class QuestionRecord:
         level = raw.get("level") or ""
         if level and level not in LEVELS:
             raise QuestionFormatError(f"{where}: level {level!r} is not one of {', '.join(LEVELS)}")
-        return cls(qid=str(raw["qid"]), domain=str(raw.get("domain", "")),
+        answer = raw["answer"]
+        if isinstance(answer, list):  # some GRBench rows list their answers
+            answer = ", ".join(str(item) for item in answer)
+        return cls(qid=str(raw["qid"]), domain=str(raw.get("domain") or domain),
                    template=str(raw.get("template", "")), params=dict(raw.get("params") or {}),
-                   level=level, question=str(raw["question"]), answer=str(raw["answer"]),
+                   level=level, question=str(raw["question"]), answer=str(answer),
                    deterministic=bool(raw.get("deterministic", False)), plan=plan,
                    entities=dict(raw.get("entities") or {}))
 
@@ -91,10 +101,16 @@ def write_questions(path: str | os.PathLike, records: Iterable[QuestionRecord]) 
     return count
 
 
-def read_questions(path: str | os.PathLike) -> list[QuestionRecord]:
-    """Read a questions.jsonl file (ours or GRBench's {qid, question, answer} rows)."""
+def read_questions(path: str | os.PathLike, limit: int | None = None, domain: str | None = None) -> list[QuestionRecord]:
+    """Read a questions file: ours (`glmcot.questions/1`) or GRBench's {qid, question, answer}
+    rows, whose domain is then `domain` or the file's name (dblp.jsonl -> dblp). A missing or empty
+    file, a bad line or a repeated qid is a QuestionFormatError naming the file and line."""
     path = Path(path)
-    records = []
+    if not path.is_file():
+        raise QuestionFormatError(f"question file not found: {path}")
+    default_domain = domain or (path.stem if path.stem not in ("questions", "data") else "")
+    records: list[QuestionRecord] = []
+    seen: set[str] = set()
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
@@ -106,5 +122,13 @@ def read_questions(path: str | os.PathLike) -> list[QuestionRecord]:
                 raise QuestionFormatError(f"{where}: not valid JSON ({exc.msg})") from None
             if not isinstance(raw, dict):
                 raise QuestionFormatError(f"{where}: expected a JSON object per line")
-            records.append(QuestionRecord.from_json(raw, where))
+            record = QuestionRecord.from_json(raw, where, default_domain)
+            if record.qid in seen:
+                raise QuestionFormatError(f"{where}: duplicate qid {record.qid!r}")
+            seen.add(record.qid)
+            records.append(record)
+            if limit is not None and len(records) >= limit:
+                break
+    if not records:
+        raise QuestionFormatError(f"{path}: no questions in the file")
     return records

@@ -13,7 +13,7 @@ from typing import Any
 
 from glmcot.eval.config import EvalConfig
 from glmcot.eval.progress import console as make_console, progress as make_progress
-from glmcot.eval.questions import Question
+from glmcot.data.questions import QuestionRecord
 from glmcot.eval.runner import Prices, summarize, write_json_atomic
 
 
@@ -134,7 +134,7 @@ def effective_engine(engine: dict[str, Any]) -> tuple:
     return tuple((k, engine.get(k, getattr(defaults, k))) for k in keys)
 
 
-def run_ablation(datasets: dict[str, Path], questions: dict[str, list[Question]], config: EvalConfig,
+def run_ablation(datasets: dict[str, Path], questions: dict[str, list[QuestionRecord]], config: EvalConfig,
                  out: Path, *, quiet: bool = False, prices: Prices | None = None,
                  kv_cache_tokens: int | None = ABLATION_KV_TOKENS, repeats: int = 1,
                  variants: tuple[Variant, ...] = VARIANTS) -> list[dict[str, Any]]:
@@ -142,7 +142,7 @@ def run_ablation(datasets: dict[str, Path], questions: dict[str, list[Question]]
     repeats pooled: throughput = questions / summed wall time). With repeats > 1 the variant order
     alternates (forward, backward, ...) so slow drift of a shared machine hits every variant alike.
     A variant whose switch this engine lacks is listed as unavailable instead of run."""
-    from glmcot.eval.demo import measure
+    from glmcot.eval.workload import measure
     from glmcot.eval.runner import read_rows
 
     console = make_console(quiet)
@@ -215,12 +215,12 @@ def run_ablation_command(*, out: Path, model: str, questions: int | None, quick:
     """`glmcot bench ablation`: synthetic domains (cached), the same questions for every variant."""
     from datetime import datetime, timezone
 
-    from glmcot.eval.demo import DEMO_SCALE, DEMO_SEED, ensure_dataset, pick_questions
+    from glmcot.eval.workload import DEMO_SCALE, DEMO_SEED, ensure_dataset, pick_questions
     from glmcot.eval.plots import plot_ablation
-    from glmcot.eval.questions import load_questions
+    from glmcot.data.questions import read_questions
     from glmcot.eval.report import SCRIPTED_NOTICE, ablation_markdown, ablation_rich
 
-    from glmcot.eval.demo import quiet_libraries
+    from glmcot.eval.workload import quiet_libraries
 
     console = make_console(quiet)
     quiet_libraries()
@@ -229,7 +229,7 @@ def run_ablation_command(*, out: Path, model: str, questions: int | None, quick:
     domains = domains or (["dblp", "amazon"] if quick else ["dblp", "amazon", "goodreads", "biomedical", "legal"])
     per_domain = questions or (3 if quick else 8)
     datasets = {d: ensure_dataset(d, DEMO_SCALE, DEMO_SEED, config.cache_dir) for d in domains}
-    chosen = {d: pick_questions(load_questions(p / "questions.jsonl"), per_domain) for d, p in datasets.items()}
+    chosen = {d: pick_questions(read_questions(p / "questions.jsonl"), per_domain) for d, p in datasets.items()}
     started = time.perf_counter()
     rows = run_ablation(datasets, chosen, config, out / "ablation", quiet=quiet, repeats=repeats,
                         prices=Prices(config.price_input, config.price_cached_input, config.price_output))

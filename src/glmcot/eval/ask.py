@@ -93,7 +93,7 @@ def render_trace(events: list[dict[str, Any]]):
 def ask(question: str, graph_path: Path, method: str, config: EvalConfig, *, trace: bool = False,
         as_json: bool = False) -> dict[str, Any]:
     from glmcot.eval import systems
-    from glmcot.eval.questions import Question
+    from glmcot.data.questions import QuestionRecord
 
     console = make_console(as_json)
     if not question.strip():
@@ -104,7 +104,7 @@ def ask(question: str, graph_path: Path, method: str, config: EvalConfig, *, tra
             backend = stack.enter_context(systems.answer_backend(config, context=context))
         answer_fn = systems.method_answer_fn(method, context, backend, config)
         with console.status(f"{method} is answering"):
-            result = answer_fn(Question(qid="ask-0", question=question, answer=""))
+            result = answer_fn(QuestionRecord(qid="ask-0", question=question, answer=""))
     data = _as_dict(result)
     if as_json:
         sys.stdout.write(json.dumps(data if trace else {k: v for k, v in data.items() if k != "trace"},

@@ -20,6 +20,9 @@ BENCHES = (*BENCHMARK_NAMES, "ablation", "all")
 _TIMEOUT_HELP = "Seconds per HTTP request to the --llm (and judge) server [env GLMCOT_LLM_TIMEOUT; default 120]."
 _RETRIES_HELP = ("Retries of a transient --llm failure (connection, 429/5xx, a stream cut short) "
                  "[env GLMCOT_LLM_RETRIES; default 4].")
+_LLM_MODEL_HELP = "Model name on the --llm server [env GLMCOT_LLM_MODEL]."
+_LLM_API_KEY_HELP = ("API key of the --llm server [env GLMCOT_LLM_API_KEY, else OPENAI_API_KEY]; "
+                     "GLMCOT_API_KEY is glmcot serve's own login key, never sent upstream.")
 _CONFIG_HELP = "TOML config file (default: $GLMCOT_CONFIG, else ~/.config/glmcot/config.toml)."
 
 
@@ -40,10 +43,10 @@ def _errors() -> Iterator[None]:
         if os.environ.get("GLMCOT_DEBUG"):
             raise
         from glmcot.eval.config import ConfigError
-        from glmcot.eval.questions import QuestionFileError
+        from glmcot.data.questions import QuestionFormatError
         from glmcot.eval.systems import SetupError
 
-        known = (UsageError, ConfigError, QuestionFileError, SetupError, FileNotFoundError, NotADirectoryError)
+        known = (UsageError, ConfigError, QuestionFormatError, SetupError, FileNotFoundError, NotADirectoryError)
         message = str(exc) if isinstance(exc, known) else f"{type(exc).__name__}: {exc}"
         from rich.markup import escape
 
@@ -75,12 +78,12 @@ def _parse_methods(method: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _backend_choice(model: Optional[str], llm: Optional[str], scripted: bool, api_model: Optional[str]) -> str:
+def _backend_choice(model: Optional[str], llm: Optional[str], scripted: bool, llm_model: Optional[str]) -> str:
     chosen = [name for name, on in (("--model", model), ("--llm", llm), ("--scripted", scripted)) if on]
     if len(chosen) > 1:
         raise typer.BadParameter(f"give only one of --model, --llm, --scripted (got {', '.join(chosen)})")
-    if api_model and not llm:
-        raise typer.BadParameter("--api-model needs --llm URL", param_hint="--api-model")
+    if llm_model and not llm:
+        raise typer.BadParameter("--llm-model needs --llm URL", param_hint="--llm-model")
     return chosen[0].lstrip("-") if chosen else ""
 
 
@@ -125,7 +128,8 @@ def register(app: typer.Typer) -> None:
         graph: Path = typer.Option(..., "--graph", help="Graph store folder (glmcot graph import / glmcot data synth)."),
         model: Optional[str] = typer.Option(None, "--model", help="Local checkpoint folder for the native engine, or glmcot-mini (glmcot train-mini builds it)."),
         llm: Optional[str] = typer.Option(None, "--llm", help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1 [env GLMCOT_LLM]."),
-        api_model: Optional[str] = typer.Option(None, "--api-model", help="Model name on that server [env GLMCOT_API_MODEL]."),
+        llm_model: Optional[str] = typer.Option(None, "--llm-model", help=_LLM_MODEL_HELP),
+        llm_api_key: Optional[str] = typer.Option(None, "--llm-api-key", help=_LLM_API_KEY_HELP),
         llm_timeout: Optional[float] = typer.Option(None, "--llm-timeout", help=_TIMEOUT_HELP),
         llm_retries: Optional[int] = typer.Option(None, "--llm-retries", help=_RETRIES_HELP),
         method: str = typer.Option("glm", help="glm, graphcot (faithful to the original) or graphcot-repaired."),
@@ -141,8 +145,8 @@ def register(app: typer.Typer) -> None:
 
             if method not in ("glm", "graphcot", "graphcot-repaired"):
                 raise typer.BadParameter("choose glm, graphcot or graphcot-repaired", param_hint="--method")
-            _backend_choice(model, llm, False, api_model)
-            config = _config({"model": model, "llm": llm, "api_model": api_model, "max_steps": max_steps,
+            _backend_choice(model, llm, False, llm_model)
+            config = _config({"model": model, "llm": llm, "llm_model": llm_model, "llm_api_key": llm_api_key, "max_steps": max_steps,
                               "device": device, "llm_timeout": llm_timeout, "llm_retries": llm_retries},
                              config_file)
             if not config.model and not config.llm:
@@ -159,7 +163,8 @@ def register(app: typer.Typer) -> None:
         method: str = typer.Option("glm", help="glm, graphcot (faithful to the original), graphcot-repaired (stronger), both (graphcot,glm), base, text-rag, graph-rag; comma-separated for several."),
         model: Optional[str] = typer.Option(None, "--model", help="Local checkpoint, glmcot-mini or random:qwen3:<size> on the native engine."),
         llm: Optional[str] = typer.Option(None, "--llm", help="OpenAI-compatible server URL [env GLMCOT_LLM]."),
-        api_model: Optional[str] = typer.Option(None, "--api-model", help="Model name on that server."),
+        llm_model: Optional[str] = typer.Option(None, "--llm-model", help=_LLM_MODEL_HELP),
+        llm_api_key: Optional[str] = typer.Option(None, "--llm-api-key", help=_LLM_API_KEY_HELP),
         llm_timeout: Optional[float] = typer.Option(None, "--llm-timeout", help=_TIMEOUT_HELP),
         llm_retries: Optional[int] = typer.Option(None, "--llm-retries", help=_RETRIES_HELP),
         scripted: bool = typer.Option(False, "--scripted", help="Scripted policy from the gold plans (system measurement, not accuracy)."),
@@ -186,8 +191,8 @@ def register(app: typer.Typer) -> None:
             from glmcot.eval.evaluate import EvalOptions, evaluate
 
             methods = _parse_methods(method)
-            choice = _backend_choice(model, llm, scripted, api_model)
-            config = _config({"model": model, "llm": llm, "api_model": api_model, "concurrency": concurrency,
+            choice = _backend_choice(model, llm, scripted, llm_model)
+            config = _config({"model": model, "llm": llm, "llm_model": llm_model, "llm_api_key": llm_api_key, "concurrency": concurrency,
                               "llm_timeout": llm_timeout, "llm_retries": llm_retries,
                               "judge_llm": judge_llm, "judge_model": judge_model, "judge_rule": judge_rule,
                               "price_input": price_input,

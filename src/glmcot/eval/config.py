@@ -30,8 +30,8 @@ class EvalConfig:
     """Everything `glmcot ask/eval/demo/bench` can be told. Prices are dollars per million tokens."""
 
     llm: str | None = None                 # OpenAI-compatible base URL
-    api_model: str | None = None           # model name on that server
-    api_key: str | None = None             # also read from OPENAI_API_KEY
+    llm_model: str | None = None           # model name on that server
+    llm_api_key: str | None = None         # also read from OPENAI_API_KEY; never GLMCOT_API_KEY (the server's own login key)
     llm_timeout: float = 120.0             # seconds per HTTP request to the --llm server
     llm_retries: int = 4                   # retries of a transient --llm failure (5 tries in all)
     model: str | None = None               # local checkpoint dir (native engine) or random:qwen3:<size>
@@ -53,8 +53,8 @@ class EvalConfig:
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["cache_dir"] = str(self.cache_dir)
-        if out.get("api_key"):
-            out["api_key"] = "***"
+        if out.get("llm_api_key"):
+            out["llm_api_key"] = "***"
         return out
 
 
@@ -127,7 +127,7 @@ def load_config(options: Mapping[str, Any] | None = None, config_file: Path | No
             values[f.name] = _coerce(f.name, kind, environ[env_name], env_name)
         elif f.name == "cache_dir" and environ.get("GLMCOT_CACHE"):
             values[f.name] = Path(environ["GLMCOT_CACHE"]).expanduser()
-        elif f.name == "api_key" and environ.get("OPENAI_API_KEY"):
+        elif f.name == "llm_api_key" and environ.get("OPENAI_API_KEY"):
             values[f.name] = environ["OPENAI_API_KEY"]
         elif f.name in from_file:
             values[f.name] = _coerce(f.name, kind, from_file[f.name], f"config file {path}")

@@ -5,7 +5,6 @@ view, report.md, results.json and the Figure 11 / Figure 15 plots."""
 from __future__ import annotations
 
 import dataclasses
-import platform
 import sys
 import time
 from dataclasses import dataclass, field
@@ -15,15 +14,12 @@ from typing import Any
 
 from glmcot.eval.config import EvalConfig
 from glmcot.eval.progress import console as make_console, progress as make_progress
-from glmcot.eval.questions import Question, load_questions
+from glmcot.data.questions import QuestionRecord, read_questions
 from glmcot.eval.plots import METHOD_LABELS
 from glmcot.eval.report import (PAPER_HEADLINE, SCRIPTED_NOTICE, ablation_markdown, ablation_rich,
                                 latency_split_markdown, paper_table1_markdown, ratios, ratios_markdown, table1_markdown, table1_rich)
-from glmcot.eval.runner import Prices, run_method, summarize, write_json_atomic
-
-DEMO_SCALE = "tiny"
-DEMO_SEED = 0
-
+from glmcot.eval.runner import Prices, write_json_atomic
+from glmcot.eval.workload import DEMO_SCALE, DEMO_SEED, ensure_dataset, machine, measure, pick_questions, quiet_libraries
 
 @dataclass
 class DemoOptions:
@@ -39,102 +35,6 @@ class DemoOptions:
 
 
 # ---- data ----------------------------------------------------------------------------------------
-
-def ensure_dataset(domain: str, scale: str, seed: int, cache_dir: Path) -> Path:
-    """A synthetic dataset folder (graph/, questions.jsonl, meta.json), generated once and cached."""
-    from glmcot.data.synth import GENERATOR_VERSION, SynthConfig, generate
-    from glmcot.graph.retrieval import RETRIEVAL_FORMAT_VERSION, MiniLMEmbedder, build_node_index
-    from glmcot.graph.store import Graph
-
-    folder = Path(cache_dir) / "datasets" / (f"{domain}-{scale}-seed{seed}-gen{GENERATOR_VERSION}"
-                                             f"-index{RETRIEVAL_FORMAT_VERSION}")
-    if (folder / "ready").is_file():
-        return folder
-    staging = folder.with_name(folder.name + ".partial")
-    generate(SynthConfig(domain=domain, scale=scale, seed=seed), staging, force=True)
-    # RetrieveNode searches a real vector index (MiniLM + FAISS), as a user's graph would.
-    build_node_index(Graph.open(staging / "graph"), MiniLMEmbedder())
-    (staging / "ready").write_text("ok\n")
-    if folder.exists():
-        import shutil
-
-        shutil.rmtree(folder)
-    staging.rename(folder)
-    return folder
-
-
-def pick_questions(questions: list[Question], n: int) -> list[Question]:
-    """n questions spread over templates (round robin in file order), with gold plans."""
-    usable = [q for q in questions if (q.record.get("plan") or {}).get("glm") and (q.record.get("plan") or {}).get("graphcot")]
-    by_template: dict[str, list[Question]] = {}
-    for q in usable:
-        by_template.setdefault(str(q.record.get("template")), []).append(q)
-    picked: list[Question] = []
-    while len(picked) < n and any(by_template.values()):
-        for bucket in by_template.values():
-            if bucket and len(picked) < n:
-                picked.append(bucket.pop(0))
-    return picked
-
-
-# ---- running -------------------------------------------------------------------------------------
-
-def measure(method: str, questions: list[Question], dataset: Path, config: EvalConfig, out_file: Path,
-            engine: dict[str, Any] | None = None, agent: dict[str, Any] | None = None,
-            retrieve_cache: bool = True, on_done=None, prices: Prices | None = None) -> dict[str, Any]:
-    """One method on one domain's questions with a fresh engine and a fresh agent context (cold
-    caches), after one warm-up request; the summary plus the engine's counters."""
-    from glmcot.eval import systems
-
-    records = [q.record for q in questions]
-    with systems.agent_context(dataset, config) as context, \
-            systems.answer_backend(config, scripted_questions=records, context=context, engine=engine) as backend:
-        if not retrieve_cache:
-            systems.disable_retrieve_cache(context)
-        systems.warm_up(backend)
-        answer_fn = systems.method_answer_fn(method, context, backend, config, agent_options=agent)
-        outcome = run_method(method, questions, answer_fn, out_file, concurrency=config.concurrency,
-                             resume=False, on_done=on_done)
-        stats = systems.engine_stats(backend)
-        retrieval = getattr(context, "retrieval", None)
-        retrieval_stats = dict(getattr(retrieval, "stats", None) or {})
-    summary = summarize(outcome.rows, outcome.wall_s, outcome.new, prices)
-    summary["engine_stats"] = stats
-    summary["retrieval_stats"] = retrieval_stats
-    summary["wall_s"] = outcome.wall_s
-    return summary
-
-
-def quiet_libraries() -> None:
-    """Model-loading progress bars of transformers / huggingface_hub would drown the demo's own."""
-    import os
-
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    try:
-        from transformers.utils import logging as transformers_logging
-
-        transformers_logging.disable_progress_bar()
-        transformers_logging.set_verbosity_error()
-    except ImportError:
-        pass
-
-
-def machine() -> dict[str, Any]:
-    import os
-
-    info = {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()}
-    try:
-        import torch
-
-        info["torch"] = torch.__version__
-        info["cuda"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    except ImportError:
-        pass
-    return info
-
 
 def run_demo(options: DemoOptions, config: EvalConfig) -> dict[str, Any]:
     from rich.panel import Panel
@@ -152,12 +52,12 @@ def run_demo(options: DemoOptions, config: EvalConfig) -> dict[str, Any]:
     started = time.perf_counter()
     prices = Prices(config.price_input, config.price_cached_input, config.price_output)
     datasets: dict[str, Path] = {}
-    selected: dict[str, list[Question]] = {}
+    selected: dict[str, list[QuestionRecord]] = {}
     with make_progress(options.quiet) as bar:
         task = bar.add_task("synthetic graphs (cached)", total=len(options.domains))
         for domain in options.domains:
             datasets[domain] = ensure_dataset(domain, options.scale, options.seed, config.cache_dir)
-            selected[domain] = pick_questions(load_questions(datasets[domain] / "questions.jsonl"),
+            selected[domain] = pick_questions(read_questions(datasets[domain] / "questions.jsonl"),
                                               options.questions_per_domain)
             if not selected[domain]:
                 raise systems.SetupError(f"{datasets[domain]}: no questions with gold plans")

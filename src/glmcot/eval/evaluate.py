@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from glmcot.eval.config import EvalConfig
 from glmcot.eval.progress import console as make_console, progress as make_progress
-from glmcot.eval.questions import load_questions
+from glmcot.data.questions import read_questions
 from glmcot.eval.report import SCRIPTED_NOTICE, summary_rich
 from glmcot.eval.runner import Prices, run_method, summarize, write_json_atomic
 
@@ -35,10 +35,10 @@ def evaluate(options: EvalOptions, config: EvalConfig) -> dict[str, Any]:
     from glmcot.eval import systems
 
     out_console = make_console(options.quiet)
-    questions = load_questions(options.questions, limit=options.limit, domain=options.domain)
+    questions = read_questions(options.questions, limit=options.limit, domain=options.domain)
     if options.scripted:
         out_console.print(f"[bold yellow]{SCRIPTED_NOTICE}[/]")
-        missing_plans = [q.qid for q in questions if not (q.record.get("plan") or {})]
+        missing_plans = [q.qid for q in questions if q.plan is None]
         if missing_plans:
             raise systems.SetupError(f"--scripted needs gold plans (glmcot data synth questions); "
                                      f"{len(missing_plans)} question(s) have none, e.g. {missing_plans[0]}")

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from glmcot.eval.metrics import as_text, bootstrap_median, exact_match, exact_match_strict, rouge_l
-from glmcot.eval.questions import Question
+from glmcot.data.questions import QuestionRecord
 
 ROW_FORMAT = "glmcot.eval/1"
 FAILURES = ("unexpected_output", "retrieval_error", "code_error", "step_limit", "backend_error", "error")
 
-AnswerFn = Callable[[Question], Any]
-JudgeFn = Callable[[Question, str], "tuple[bool | None, str]"]
+AnswerFn = Callable[[QuestionRecord], Any]
+JudgeFn = Callable[[QuestionRecord, str], "tuple[bool | None, str]"]
 
 
 # ---- JSON Lines with atomic appends -------------------------------------------------------------
@@ -115,7 +115,7 @@ def _get(result: Any, name: str, default: Any = None) -> Any:
     return getattr(result, name, default)
 
 
-def make_row(method: str, question: Question, result: Any, wall_s: float,
+def make_row(method: str, question: QuestionRecord, result: Any, wall_s: float,
              error: str | None = None, failure: str = "error") -> dict[str, Any]:
     """Builds the result row from an agent's QuestionResult (or any object with its fields).
     `error`: why the question failed (an exception; else the result's failure detail);
@@ -180,7 +180,7 @@ def _rewrite_without(path: Path, drop: set[str], method: str) -> None:
     os.replace(tmp, path)
 
 
-def run_method(method: str, questions: Sequence[Question], answer_fn: AnswerFn, out_path: Path, *,
+def run_method(method: str, questions: Sequence[QuestionRecord], answer_fn: AnswerFn, out_path: Path, *,
                concurrency: int = 4, judge_fn: JudgeFn | None = None, resume: bool = True,
                on_done: Callable[[dict[str, Any]], None] | None = None,
                on_start: Callable[[int], None] | None = None,
@@ -204,7 +204,7 @@ def run_method(method: str, questions: Sequence[Question], answer_fn: AnswerFn, 
     new_rows: dict[str, dict[str, Any]] = {}
     stop = threading.Event()
 
-    def work(question: Question) -> dict[str, Any]:
+    def work(question: QuestionRecord) -> dict[str, Any]:
         start = time.perf_counter()
         failure = "error"
         try:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from glmcot.eval.config import EvalConfig
-from glmcot.eval.questions import Question
+from glmcot.data.questions import QuestionRecord
 
 
 # Qwen3-shaped, random weights: 4 layers, hidden 256, an 8k context that holds Graph-CoT's prompts
@@ -130,7 +130,7 @@ def describe_backend(config: EvalConfig, scripted: bool) -> str:
     if scripted:
         return f"scripted policy on {config.model or DEFAULT_SCRIPTED_MODEL} (random weights: system measurement)"
     if config.llm:
-        return f"{config.api_model or 'server default model'} at {config.llm}"
+        return f"{config.llm_model or 'server default model'} at {config.llm}"
     return f"native engine, {config.model}"
 
 
@@ -148,11 +148,11 @@ def answer_backend(config: EvalConfig, scripted_questions: Any = None, context: 
     spec = backend_spec(config, scripted_questions is not None)
     options: dict[str, Any] = {}
     if spec.startswith("openai:"):
-        options.update(model=config.api_model, api_key=config.api_key, timeout_s=config.llm_timeout,
+        options.update(model=config.llm_model, api_key=config.llm_api_key, timeout_s=config.llm_timeout,
                        max_retries=config.llm_retries)
     elif spec.startswith(ENGINE_SERVER_SPECS):
         # the served model's tokenizer directory for exact level spans (unset: the server's /tokenize)
-        options.update(model=config.api_model, api_key=config.api_key, timeout_s=config.llm_timeout,
+        options.update(model=config.llm_model, api_key=config.llm_api_key, timeout_s=config.llm_timeout,
                        max_retries=config.llm_retries, tokenizer=os.environ.get("GLMCOT_LLM_TOKENIZER"))
     else:
         options.update(engine_options(config))
@@ -191,7 +191,7 @@ def judge_backend_spec(config: EvalConfig) -> str | None:
     return None
 
 
-def judge_function(config: EvalConfig, answer_backend_: Any, options: Any) -> Callable[[Question, str], tuple]:
+def judge_function(config: EvalConfig, answer_backend_: Any, options: Any) -> Callable[[QuestionRecord, str], tuple]:
     """Judge with the GPT4score protocol: a dedicated server if --judge-llm, else the answering model."""
     from glmcot.eval.metrics import judge
 
@@ -201,8 +201,8 @@ def judge_function(config: EvalConfig, answer_backend_: Any, options: Any) -> Ca
     if config.judge_llm:
         from glmcot.llm import make_backend
 
-        backend = make_backend(f"openai:{config.judge_llm}", model=config.judge_model or config.api_model,
-                               api_key=config.api_key, timeout_s=config.llm_timeout,
+        backend = make_backend(f"openai:{config.judge_llm}", model=config.judge_model or config.llm_model,
+                               api_key=config.llm_api_key, timeout_s=config.llm_timeout,
                                max_retries=config.llm_retries)
         try:
             check_backend(backend, f"the judge server {config.judge_llm}")
@@ -212,7 +212,7 @@ def judge_function(config: EvalConfig, answer_backend_: Any, options: Any) -> Ca
 
     rule = getattr(config, "judge_rule", "original")
 
-    def run(question: Question, prediction: str) -> tuple[bool | None, str]:
+    def run(question: QuestionRecord, prediction: str) -> tuple[bool | None, str]:
         return judge(backend, question.question, prediction, question.answer, qid=question.qid, rule=rule)
 
     return run
@@ -223,14 +223,14 @@ def describe_judge(config: EvalConfig, options: Any) -> str:
     protocol = ("GPT4score as Graph-CoT's eval.py scores (its prompt; only exactly 'Yes' is 1)" if rule == "original"
                 else "lenient judge (glmcot's prompt, lenient yes/no, unreadable replies left out)")
     if config.judge_llm:
-        return f"LLM judge {config.judge_model or config.api_model or 'default model'} at {config.judge_llm}, {protocol}, not GPT-4"
+        return f"LLM judge {config.judge_model or config.llm_model or 'default model'} at {config.judge_llm}, {protocol}, not GPT-4"
     return f"LLM judge = the answering model ({describe_backend(config, False)}), {protocol}, not GPT-4"
 
 
 # ---- methods -------------------------------------------------------------------------------------
 
 def method_answer_fn(method: str, context: Any, backend: Any, config: EvalConfig,
-                     agent_options: dict[str, Any] | None = None) -> Callable[[Question], Any]:
+                     agent_options: dict[str, Any] | None = None) -> Callable[[QuestionRecord], Any]:
     """A thread-safe function answering one question with the method."""
     if method in ("base", "text-rag", "graph-rag"):
         from glmcot.eval.baselines import Baseline

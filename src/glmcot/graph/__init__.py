@@ -8,3 +8,7 @@
 - ``graphcot``: the original Graph-CoT observation sentences, for the baseline
 - ``commands``: ``glmcot graph import|info|embed|call``
 """
+
+# The layers that register how updated stores and their indexes open (Graph.open_committed_version,
+# NodeRetriever.open_updated): loaded with the package, so every reader can open an updated store.
+from glmcot.graph import index_updates, versions  # noqa: E402, F401

@@ -156,6 +156,9 @@ def open_updated_retriever(graph, embedder: Embedder | None = None, cache: Retri
     return UpdatedNodeRetriever(graph, base, ids, vectors, removed)
 
 
+NodeRetriever.open_updated = staticmethod(open_updated_retriever)
+
+
 def compact_node_index(before, new_base: Graph, old_to_new: np.ndarray) -> bool:
     """Write the new base's index from stored vectors (no embedding); False if there is no index."""
     import faiss

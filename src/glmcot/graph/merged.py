@@ -72,6 +72,7 @@ class MergedGraph(Graph):
                 if name not in known:
                     self._extra_features.setdefault(node_type, {}).setdefault(name, _kind(value))
         self._any_deleted = bool(self._deleted.any())
+        self._deleted_ids = {node_id for node_id, entry in delta.nodes.items() if entry.get("deleted")}
         self._changed = np.zeros(total, dtype=bool)  # nodes whose features the delta holds
         self._changed[list(self._entries)] = True
         self._overrides: dict[tuple[int, str], tuple[list[str], list]] = {}
@@ -264,6 +265,30 @@ class MergedGraph(Graph):
             result = (targets, weight)
         return result
 
+    def neighbor_id_list(self, index: int, relation: str, limit: int | None = None) -> list[str]:
+        """Neighbour ids in stored order, dangling ones (naming no node) included, as the base
+        gives them; deleted nodes are left out."""
+        self._live(index)
+        node_type = self._check_relation(index, relation)
+        override = self._overrides.get((index, relation))
+        entry = self._entries.get(index)
+        if override is not None:
+            ids = [target for target in override[0] if target not in self._deleted_ids]
+        elif index >= self._base_count or (entry is not None and entry.get("fresh")) \
+                or relation not in self._types[node_type].relations:
+            ids = []
+        else:
+            ids = super().neighbor_id_list(index, relation)
+            if self._deleted_ids:
+                ids = [target for target in ids if target not in self._deleted_ids]
+        return ids if limit is None else ids[: max(limit, 0)]
+
+    def dangling_count_at(self, index: int, relation: str) -> int:
+        return len(self.neighbor_id_list(index, relation)) - len(self._neighbours(index, relation)[0])
+
+    def neighbors(self, node_id: str, relation: str) -> list[str]:
+        return self.neighbor_id_list(self.index(node_id), relation)
+
     def neighbor_indices(self, index: int, relation: str) -> np.ndarray:
         return self._neighbours(index, relation)[0]
 
@@ -274,7 +299,8 @@ class MergedGraph(Graph):
         return self._neighbours(index, relation)[1]
 
     def degree_at(self, index: int, relation: str) -> int:
-        return len(self._neighbours(index, relation)[0])
+        """Length of the neighbour list, dangling ids included (as the base counts)."""
+        return len(self.neighbor_id_list(index, relation))
 
     def total_degree(self, indices: np.ndarray) -> np.ndarray:
         indices = np.asarray(indices, dtype=np.int64)

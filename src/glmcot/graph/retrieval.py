@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -358,6 +358,10 @@ class NodeRetriever:
         self.searches = 0
         self._lock = threading.Lock()
 
+    # How the index of an updated store opens (base index plus an overlay of changed nodes):
+    # glmcot.graph.index_updates sets it when the package is imported.
+    open_updated: ClassVar[Callable[..., "NodeRetriever"] | None] = None
+
     @classmethod
     def open(
         cls,
@@ -372,9 +376,10 @@ class NodeRetriever:
             graph = Graph.open(graph)
         delta = getattr(graph, "delta", None)
         if delta is not None and (delta.nodes or delta.edges):  # an updated store: base index + overlay
-            from glmcot.graph.index_updates import open_updated_retriever
-
-            return open_updated_retriever(graph, embedder=embedder, cache=cache, device=device)
+            if NodeRetriever.open_updated is None:
+                raise RetrievalUnavailable(f"{graph.directory} is an updated store, and "
+                                           "glmcot.graph.index_updates is not loaded")
+            return NodeRetriever.open_updated(graph, embedder=embedder, cache=cache, device=device)
         directory = graph.directory / RETRIEVAL_DIR
         meta_path = directory / "meta.json"
         if not meta_path.is_file():

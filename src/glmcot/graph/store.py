@@ -10,7 +10,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -163,13 +163,17 @@ class Graph:
         self._columns: dict[tuple[str, str], _FeatureColumn] = {}
         self._relations: dict[tuple[str, str], _Relation] = {}
 
+    # How an updated store (a CURRENT.json over numbered versions) opens: glmcot.graph.versions
+    # sets it when the package is imported, so this reader never imports the layers built on it.
+    open_committed_version: ClassVar[Callable[[Path], "Graph"] | None] = None
+
     @classmethod
     def open(cls, directory: str | os.PathLike, follow_updates: bool = True) -> Graph:
         directory = Path(directory)
         if follow_updates and (directory / "CURRENT.json").is_file():
-            from glmcot.graph.versions import open_version  # an updated store: its committed version
-
-            return open_version(directory)
+            if Graph.open_committed_version is None:
+                raise GraphFormatError(f"{directory} is an updated store, and glmcot.graph.versions is not loaded")
+            return Graph.open_committed_version(directory)
         manifest_path = directory / "manifest.json"
         if not manifest_path.is_file():
             raise GraphFormatError(f"{directory} is not a graph store (no manifest.json); create one with `glmcot graph import`")

@@ -118,9 +118,17 @@ class _BaseView:
             return []
         targets = Graph.neighbor_indices(self.graph, index, relation)
         weights = Graph.neighbor_weights(self.graph, index, relation)
-        ids = Graph.node_ids(self.graph, targets)
-        return [(node_id, None if weights is None else float(weight)) for node_id, weight in
-                zip(ids, weights if weights is not None else [None] * len(ids))]
+        real = list(zip(Graph.node_ids(self.graph, targets),
+                        weights.tolist() if weights is not None else [None] * len(targets)))
+        # The full list keeps the ids that name no node (dangling), in their places.
+        result, position = [], 0
+        for node_id in Graph.neighbor_id_list(self.graph, index, relation):
+            if position < len(real) and real[position][0] == node_id:
+                result.append(real[position])
+                position += 1
+            else:
+                result.append((node_id, None))
+        return result
 
 
 @dataclass
@@ -237,7 +245,14 @@ def write_merged(graph: Graph, out_dir: Path) -> np.ndarray:
         for node_type, indices in live_types:
             for relation in graph.relation_names(node_type):
                 sources, targets, weights, weighted = [], [], [], False
+                dangling_src, dangling_pos, dangling_ids = [], [], []
                 for index in indices.tolist():
+                    if graph.dangling_count_at(index, relation):  # ids naming no node keep their places
+                        for position, node_id in enumerate(graph.neighbor_id_list(index, relation)):
+                            if not graph.has_node(node_id):
+                                dangling_src.append(mapping[index])
+                                dangling_pos.append(position)
+                                dangling_ids.append(node_id)
                     neighbours = graph.neighbor_indices(index, relation)
                     weight = graph.neighbor_weights(index, relation)
                     sources.append(np.full(len(neighbours), mapping[index], dtype=np.int64))
@@ -248,6 +263,8 @@ def write_merged(graph: Graph, out_dir: Path) -> np.ndarray:
                 dst = np.concatenate(targets) if targets else np.zeros(0, np.int64)
                 if len(src):
                     writer.add_edges(node_type, relation, src, dst, np.concatenate(weights) if weighted else None)
+                if dangling_ids:
+                    writer.add_dangling(node_type, relation, np.asarray(dangling_src), np.asarray(dangling_pos), dangling_ids)
     return mapping
 
 
@@ -257,5 +274,7 @@ def _live_indices(graph: Graph, node_type: str) -> np.ndarray:
     start, stop = graph.type_range(node_type)
     return np.arange(start, stop, dtype=np.int64)
 
+
+Graph.open_committed_version = staticmethod(open_version)
 
 __all__ = ["open_version", "apply_update", "compact", "write_merged", "VersionInfo", "UpdateResult", "CURRENT"]

@@ -164,7 +164,7 @@ class OpenAIBackend(LLMBackend):
             raise LLMError(f"model {self._model!r} is not served by {self.base_url}; it serves "
                            f"{', '.join(served[:10])}")
         if self._model is None and not served:
-            raise LLMError(f"{url} lists no model; name one with --api-model")
+            raise LLMError(f"{url} lists no model; name one with --llm-model")
 
     def _get(self, path: str) -> dict:
         response = self._client.get(self.base_url + path, headers=self._headers)

@@ -33,8 +33,9 @@ from glmcot.llm.types import LineSplitter, LLMBackend, LLMError, LLMRequest, LLM
 SCRIPTED_LABEL = "scripted policy"
 
 
-def load_questions(source: str | Path | Iterable[dict]) -> dict[str, dict]:
-    """qid -> record, from a questions.jsonl path or an iterable of records."""
+def load_questions(source: str | Path | Iterable[Any]) -> dict[str, dict]:
+    """qid -> record, from a questions.jsonl path or an iterable of records (QuestionRecord from
+    glmcot.data, or their JSON form)."""
     if isinstance(source, (str, Path)):
         records = []
         with open(source, encoding="utf-8") as handle:
@@ -45,7 +46,7 @@ def load_questions(source: str | Path | Iterable[dict]) -> dict[str, dict]:
                     except json.JSONDecodeError as error:
                         raise ValueError(f"{source}:{number}: not JSON ({error.msg})") from None
     else:
-        records = list(source)
+        records = [record.to_json() if hasattr(record, "to_json") else record for record in source]
     table = {}
     for record in records:
         if "qid" not in record:
@@ -109,7 +110,7 @@ class ScriptedBackend(LLMBackend):
         counter: TokenCounter | None = None,
         stream_pieces: bool = True,
     ):
-        self.questions = questions if isinstance(questions, dict) else load_questions(questions)
+        self.questions = load_questions(questions.values() if isinstance(questions, dict) else questions)
         self.inner = inner
         self.code_runner = code_runner
         self._counter = counter

@@ -90,12 +90,14 @@ class LLMBackend(abc.ABC):
 
 
 class LineSplitter:
-    """Feeds streamed pieces to on_delta and completed lines to on_line."""
+    """Feeds streamed pieces to on_delta and completed lines to on_line. Linear in the text: the
+    unfinished line is kept as a list of pieces and each piece is scanned once (re-scanning and
+    re-copying a growing buffer per piece, or the rest of it per line, is quadratic)."""
 
     def __init__(self, on_delta: Callable[[str], None] | None, on_line: Callable[[str], None] | None):
         self.on_delta = on_delta
         self.on_line = on_line
-        self._pending = ""
+        self._pending: list[str] = []
 
     def feed(self, piece: str) -> None:
         if not piece:
@@ -104,15 +106,30 @@ class LineSplitter:
             self.on_delta(piece)
         if self.on_line is None:
             return
-        self._pending += piece
-        while "\n" in self._pending:
-            line, self._pending = self._pending.split("\n", 1)
-            self.on_line(line)
+        newline = piece.find("\n")
+        if newline < 0:
+            self._pending.append(piece)
+            return
+        self._pending.append(piece[:newline])
+        line = "".join(self._pending)
+        self._pending = []
+        self.on_line(line)
+        start = newline + 1
+        while True:
+            newline = piece.find("\n", start)
+            if newline < 0:
+                break
+            self.on_line(piece[start:newline])
+            start = newline + 1
+        if start < len(piece):
+            self._pending.append(piece[start:])
 
     def finish(self) -> None:
         if self.on_line is not None and self._pending:
-            line, self._pending = self._pending, ""
-            self.on_line(line)
+            line = "".join(self._pending)
+            self._pending = []
+            if line:
+                self.on_line(line)
 
 
 def cut_at_stop(text: str, stop: list[str]) -> tuple[str, bool]:

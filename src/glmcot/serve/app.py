@@ -20,7 +20,8 @@ from glmcot.serve import ask, errors, openai_api, updates
 from glmcot.serve.config import ServeConfig
 from glmcot.serve.limits import Admission
 from glmcot.serve.metrics import CONTENT_TYPE, ServerMetrics
-from glmcot.serve.runtime import Runtime, build_runtime
+from glmcot.serve.runtime import Runtime
+from glmcot.serve.startup import build_runtime
 from glmcot.serve.schemas import Health
 from glmcot.serve.security import ApiKeyMiddleware, BodyLimitMiddleware
 

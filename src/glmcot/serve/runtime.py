@@ -1,13 +1,12 @@
 """What the server runs on: the engine, the LLM backend, the graphs and the agents.
 
 Built once at start-up from a `ServeConfig`; owned by the app (``app.state.serve.runtime``) and
-closed on shutdown. Heavy imports (torch, faiss) happen here, inside `build_runtime`.
+closed on shutdown; `glmcot.serve.startup.build_runtime` assembles one.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Any
 from glmcot.serve import errors
 from glmcot.serve.config import ServeConfig
 from glmcot.serve.engine_bridge import EngineBridge
+from glmcot.data.questions import QuestionRecord, read_questions
 from glmcot.serve.metrics import flatten_stats
 
 
@@ -24,21 +24,13 @@ def _normalize(question: str) -> str:
     return " ".join(question.split())
 
 
-def load_scripted(path: Path) -> tuple[dict[str, dict], dict[str, dict]]:
-    """Reads questions.jsonl: records by qid and by (whitespace-normalized) question text."""
-    by_qid: dict[str, dict] = {}
-    by_text: dict[str, dict] = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                qid, question = record["qid"], record["question"]
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise ValueError(f"{path}:{number}: not a question record ({exc})") from None
-            by_qid[qid] = record
-            by_text.setdefault(_normalize(question), record)
+def load_scripted(path: Path) -> tuple[dict[str, QuestionRecord], dict[str, QuestionRecord]]:
+    """The scripted policy's questions file: records by qid and by (whitespace-normalized) text."""
+    by_qid: dict[str, QuestionRecord] = {}
+    by_text: dict[str, QuestionRecord] = {}
+    for record in read_questions(path):
+        by_qid[record.qid] = record
+        by_text.setdefault(_normalize(record.question), record)
     return by_qid, by_text
 
 
@@ -60,8 +52,8 @@ class Runtime:
     engine: Any = None
     backend: Any = None
     graphs: dict[str, GraphHandle] = field(default_factory=dict)
-    scripted_by_qid: dict[str, dict] = field(default_factory=dict)
-    scripted_by_text: dict[str, dict] = field(default_factory=dict)
+    scripted_by_qid: dict[str, QuestionRecord] = field(default_factory=dict)
+    scripted_by_text: dict[str, QuestionRecord] = field(default_factory=dict)
     graph_backends: dict[str, Any] = field(default_factory=dict)
     agent_factory: Callable[..., Any] | None = None
     pool: concurrent.futures.ThreadPoolExecutor | None = None
@@ -97,7 +89,7 @@ class Runtime:
             record = self.scripted_by_qid.get(qid)
             if record is None:
                 raise errors.not_found(f"scripted policy: no question with qid {qid!r}")
-            if _normalize(record["question"]) != _normalize(question):
+            if _normalize(record.question) != _normalize(question):
                 raise errors.APIError(400, f"scripted policy: qid {qid!r} is a different "
                                       "question", code="qid_mismatch")
             return qid
@@ -106,7 +98,7 @@ class Runtime:
             raise errors.APIError(400, "scripted policy: this question is not in the server's "
                                   "questions file, so there is no plan to follow",
                                   code="unknown_scripted_question")
-        return record["qid"]
+        return record.qid
 
     def start_question(self, graph: str, method: str, question: str, qid: str | None,
                        options: Any, on_event: Callable[[Any], None] | None
@@ -171,42 +163,3 @@ class Runtime:
                     closer()
                 except Exception:
                     pass
-
-
-WARMUP_TIMEOUT_S = 600.0   # a first step may build the CPU kernels; generous, never forever
-
-
-def warm_up(engine: Any) -> None:
-    """One tiny generation before the server reports ready, so the first user request does not
-    pay for kernel builds, allocator growth and first-call overheads (the slow first run)."""
-    from glmcot.engine import SamplingParams
-
-    engine.submit("warm up", SamplingParams(max_tokens=2, ignore_eos=True)).result(WARMUP_TIMEOUT_S)
-
-
-def build_runtime(config: ServeConfig, engine: Any = None) -> Runtime:
-    """Opens the graphs, starts the engine (or uses `engine`, which the caller then owns) or
-    connects the upstream, and prepares the agents. Cleans up if any part fails."""
-    runtime = Runtime(config=config, owns_engine=engine is None)
-    try:
-        if config.scripted is not None:
-            runtime.scripted_by_qid, runtime.scripted_by_text = load_scripted(config.scripted)
-        if engine is not None:
-            runtime.engine = engine
-        elif config.model is not None:
-            from glmcot.engine import AsyncEngine, EngineConfig
-
-            runtime.engine = AsyncEngine(EngineConfig(model=config.model,
-                                                      **config.engine_options))
-            if config.warmup:
-                warm_up(runtime.engine)
-        if runtime.engine is not None:
-            runtime.bridge = EngineBridge(runtime.engine)
-        if config.graphs:
-            from glmcot.serve import agents_glue
-
-            agents_glue.attach(runtime)
-    except BaseException:
-        runtime.close()
-        raise
-    return runtime

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from glmcot.agents.sandbox import policy
-from glmcot.agents.sandbox.worker import (
+from glmcot.agents.sandbox.limits import (
     SAFE_BUILTIN_NAMES,
     RetrievalFailed,
     SandboxLimit,

@@ -13,7 +13,7 @@ then runs snippets one at a time:
   keys or tokens: the parent passes only what Python needs) and, once the graph is open, no new
   processes or threads (RLIMIT_NPROC 0; not enforced for root), no file writes (RLIMIT_FSIZE 0,
   SIGXFSZ ignored so a write fails with an error), no core dumps, and few file descriptors
-  (RLIMIT_NOFILE: those open now plus the store's files and a little headroom);
+  (RLIMIT_NOFILE: those open now, two per store file and a little headroom);
 - RetrieveNode asks the parent over the pipe, so every worker shares the parent's global
   RetrieveNode cache and the pipelined prefetch.
 The parent kills the process on wall-time overrun; a killed worker is replaced.
@@ -25,38 +25,13 @@ worker -> parent ["ready", info] / ["failed", reason] / ["retrieve", text] / ["d
 
 from __future__ import annotations
 
-import builtins
 import json
 import os
 import resource
 import signal
 import sys
-import time
-import traceback
-from typing import Any
 
-SAFE_BUILTIN_NAMES = (
-    "len", "range", "sorted", "reversed", "enumerate", "zip", "min", "max", "sum", "abs", "round",
-    "any", "all", "set", "list", "dict", "tuple", "str", "int", "float", "bool", "isinstance",
-    "True", "False", "None",
-)
-SAFE_EXCEPTIONS = ("Exception", "ValueError", "KeyError", "IndexError", "TypeError", "ZeroDivisionError")
-
-
-class SandboxLimit(Exception):
-    """A per-snippet limit was hit (CPU, output, calls); `kind` names which."""
-
-    def __init__(self, kind: str, message: str):
-        super().__init__(message)
-        self.kind = kind
-
-
-class RetrievalFailed(Exception):
-    """RetrieveNode found nothing (or the graph has no retrieval index)."""
-
-
-def _on_cpu_limit(signum, frame):  # pragma: no cover - exercised in a subprocess
-    raise SandboxLimit("cpu", "the snippet used up its CPU time (an endless or very long loop?)")
+from glmcot.agents.sandbox.limits import on_cpu_limit
 
 
 def _vm_data_bytes() -> int:
@@ -68,11 +43,6 @@ def _vm_data_bytes() -> int:
     except OSError:
         pass
     return 0
-
-
-def _cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 class JSONConnection:
@@ -109,7 +79,7 @@ def main(conn, graph_dir: str, options: dict) -> None:  # pragma: no cover - run
     except BaseException as error:  # report instead of dying silently
         conn.send(("failed", f"{type(error).__name__}: {error}"))
         return
-    signal.signal(signal.SIGXCPU, _on_cpu_limit)
+    signal.signal(signal.SIGXCPU, on_cpu_limit)
     apply_process_limits(graph_dir)
     memory = int(options.get("memory_mb", 512)) * 1024 * 1024
     if memory > 0:
@@ -182,32 +152,9 @@ def apply_process_limits(graph_dir: str) -> None:
         _lower_limit(resource.RLIMIT_NPROC, 0)
     highest = _highest_fd()
     if highest is not None:
-        # Feature columns are opened on first use and keep their blob's descriptor open.
-        _lower_limit(resource.RLIMIT_NOFILE, highest + 1 + _files_under(graph_dir) + 32)
-
-
-def set_cpu_budget(seconds: float) -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    target = int(_cpu_seconds() + seconds) + 1
-    if hard != resource.RLIM_INFINITY:
-        target = min(target, hard)
-    resource.setrlimit(resource.RLIMIT_CPU, (target, hard))
-
-
-def clear_cpu_budget() -> None:
-    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))
-
-
-def error_record(error: BaseException, kind: str) -> dict[str, Any]:
-    line = None
-    for frame, lineno in traceback.walk_tb(error.__traceback__):
-        if frame.f_code.co_filename == "<snippet>":
-            line = lineno
-    message = str(error)
-    if len(message) > 500:
-        message = message[:500] + "..."
-    return {"kind": kind, "type": type(error).__name__, "message": message, "line": line}
+        # Feature columns are opened on first use, and each mapped store file can hold two
+        # descriptors (the open file and the one mmap duplicates).
+        _lower_limit(resource.RLIMIT_NOFILE, highest + 1 + 2 * _files_under(graph_dir) + 32)
 
 
 if __name__ == "__main__":  # pragma: no cover - runs in a subprocess
