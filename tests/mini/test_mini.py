@@ -87,13 +87,14 @@ def test_agents_run_end_to_end_on_real_decoding(built):
     from glmcot.agents import AgentContext
     from glmcot.agents.config import AgentConfig
     from glmcot.agents.records import QuestionResult
-    from glmcot.agents.runner import make_backend, run_questions
+    from glmcot.agents.runner import run_questions
+    from glmcot.mini.backend import mini_backend
 
     root, _ = built
     graph = root / "work" / "graphs" / "dblp-1001"
     records = [json.loads(line) for line in (graph / "questions.jsonl").read_text().splitlines()][:3]
     context = AgentContext(graph, retriever="lexical", workers=1, domain="dblp")
-    backend = make_backend(f"native:{root / 'ckpt'}")
+    backend = mini_backend(str(root / "ckpt"))
     try:
         assert "glmcot-mini" in backend.label
         config = AgentConfig(domain="dblp", max_rounds=2, max_code_retries=1, act_max_tokens=48, reason_max_tokens=24,
@@ -119,3 +120,16 @@ def test_ask_with_glmcot_mini_and_no_checkpoint_says_how_to_build_it(tmp_path, m
     result = CliRunner().invoke(app, ["ask", "Who wrote x?", "--graph", str(graph), "--model", "glmcot-mini"])
     assert result.exit_code != 0
     assert "glmcot train-mini --preset cpu" in " ".join(result.output.split())
+
+
+def test_ask_runs_the_agents_on_a_glmcot_mini_checkpoint(built):
+    from typer.testing import CliRunner
+
+    from glmcot.cli import app
+
+    root, _ = built
+    graph = root / "work" / "graphs" / "dblp-1001" / "graph"
+    result = CliRunner().invoke(app, ["ask", "Who are the authors of \"Graph Learning\"?", "--graph", str(graph),
+                                      "--model", str(root / "ckpt"), "--max-steps", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    assert "glmcot-mini" in result.output  # the compact-prompt backend answered, with real decoding

@@ -87,10 +87,7 @@ def _build(spec: str, options: dict[str, Any]) -> LLMBackend:
         if not rest:
             raise ValueError(f"{spec!r}: give a model, e.g. native:random:qwen3:tiny or native:/path/to/checkpoint")
         from glmcot.llm.native import NativeBackend
-        from glmcot.mini.backend import mini_backend, wants_mini
 
-        if wants_mini(rest):  # glmcot-mini: its compact prompts over the native engine
-            return mini_backend(rest, **options)
         for unused in ("questions", "code_runner", "counter"):
             options.pop(unused, None)
         return NativeBackend(model=rest, **options)

@@ -1,4 +1,4 @@
-"""`native:glmcot-mini` (or native:PATH of a glmcot-mini checkpoint): the native engine behind
+"""glmcot-mini served: the native engine behind
 compact prompts. The checkpoint itself is standard; only the prompts it was trained on are its own."""
 
 from __future__ import annotations
