@@ -126,7 +126,6 @@ def collect_graph(graph_dir: Path, domain: str, seed: int, fault_rate: float, wo
     from glmcot.agents import AgentContext
     from glmcot.agents.config import AgentConfig
     from glmcot.agents.runner import make_backend, run_questions
-    from glmcot.llm.tokens import TokenCounter
 
     records = [json.loads(line) for line in (graph_dir / "questions.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
     context = AgentContext(graph_dir, retriever="lexical", workers=workers, domain=domain)
