@@ -22,7 +22,7 @@ ALLOWED = {
     "vllm_plugin": {"contract"},
     "mini": {"contract", "graph", "data", "engine", "llm", "agents"},  # glmcot-mini: trained on the agents' calls
     "eval": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "benchmarks", "offline"},
-    "benchmarks": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "eval", "serve", "offline"},
+    "benchmarks": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "eval", "serve", "offline", "vllm_plugin"},
     "serve": {"contract", "graph", "data", "engine", "llm", "agents", "eval", "offline"},
     "cli": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "eval", "serve", "benchmarks", "offline"},
 }

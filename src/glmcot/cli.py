@@ -19,6 +19,7 @@ from glmcot.serve import commands as serve_commands
 
 app = typer.Typer(
     name="glmcot",
+    rich_markup_mode=None,  # help texts show their [default ...] and [env ...] as written, not as markup
     help="Graph chain-of-thought QA over knowledge graphs with LLM agents and a co-designed engine.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

@@ -106,7 +106,7 @@ def test_codesign_replays_recorded_sessions_through_the_engine(recorded, records
     assert result["ours_wall"]["vertex_hit_points"] is None  # lru+chunks did not run
     assert result["ours_wall"]["vertex_centric_hit_points"] is None
     # Repeats create the engines in a rotated order, so no arm always gets the first KV pool.
-    assert [[r["created"] for r in result["all_runs"][arm]] for arm in ("lru+facts", "lru")] == [[0, 3], [1, 0]]
+    assert [[r["created"] for r in result["all_runs"][arm]] for arm in ("lru+facts", "lru")] == [[0, 2], [1, 0]]
     facts, chunks = result["arms"]["lru+facts"], result["arms"]["lru"]
     assert facts["notebook"] == "facts" and chunks["notebook"] == "vertex chunks"
     assert facts["calls"] == calls and facts["chunk_hit_tokens"] == 0

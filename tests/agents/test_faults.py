@@ -6,7 +6,8 @@ import time
 import pytest
 
 from glmcot.agents import AgentConfig, GLMAgent, GraphCoTAgent
-from glmcot.llm import LLMBackend, LLMError, LLMResponse, formats
+from glmcot.agents import formats
+from glmcot.llm import LLMBackend, LLMError, LLMResponse
 
 
 class Fuzz(LLMBackend):

@@ -3,7 +3,8 @@
 import pytest
 
 from glmcot.agents import AgentConfig, GLMAgent, GraphCoTAgent
-from glmcot.llm import formats
+from glmcot.agents import formats
+from glmcot.agents.trace import Answer, GraphCoTStep, LLMCall, Reasoning, SnippetRun
 
 
 @pytest.mark.parametrize("plan_in_classify", [True, False])
@@ -35,7 +36,7 @@ def test_graphcot_reaches_the_gold_answer(context, scripted, records, qid):
     assert result.answer == record["answer"]
     steps = len(record["plan"]["graphcot"])
     assert result.llm_calls == 2 * steps
-    observations = [e["observation"] for e in result.trace if e["type"] == "graphcot-step" and e["observation"]]
+    observations = [e.observation for e in result.trace if isinstance(e, GraphCoTStep) and e.observation]
     assert observations[0].startswith("The ID of this retrieval target node is ")
 
 
@@ -50,8 +51,8 @@ def test_glm_uses_far_fewer_tokens_than_graphcot(context, scripted, records):
 def test_prompt_order_and_notebook_segments(context, scripted, records):
     record = next(r for r in records if r["qid"] == "t-2")
     result = GLMAgent(scripted, context, AgentConfig(domain="dblp")).answer(record["question"], qid="t-2")
-    reason_calls = [e for e in result.trace if e["type"] == "llm" and e["agent"] == "reason"]
-    last = reason_calls[-1]["segments"]
+    reason_calls = [e for e in result.trace if isinstance(e, LLMCall) and e.agent == "reason"]
+    last = reason_calls[-1].segments
     levels = [s["level"] for s in last]
     assert levels[0] == 1 and levels[-1] == 4
     assert levels == sorted(levels)  # P1, then the notebook (P2), then the transient part (P4)
@@ -64,7 +65,7 @@ def test_prompt_order_and_notebook_segments(context, scripted, records):
     # P-I text is referenced by name and hash, not repeated in every trace event.
     assert "prompt" in last[0] and "text" not in last[0]
     # One session per question, ended at the end.
-    sessions = {e["session"] for e in result.trace if e["type"] == "llm"}
+    sessions = {e.session for e in result.trace if isinstance(e, LLMCall)}
     assert len(sessions) == 1
 
 
@@ -77,12 +78,12 @@ def test_pipelining_gives_the_same_answers_and_prefetches(context, records):
         agent = GLMAgent(backend, context, AgentConfig(domain="dblp", pipelining=pipelining))
         results = [agent.answer(r["question"], r["qid"]) for r in records]
         answers[pipelining] = [r.answer for r in results]
-        execs = [e for r in results for e in r.trace if e["type"] == "exec"]
+        execs = [e for r in results for e in r.trace if isinstance(e, SnippetRun)]
         if pipelining:
-            assert all(e["prefetched"] for e in execs)
-            assert "Sparse Attention for Long Graphs" in execs[0]["prefetched"]
+            assert all(e.prefetched for e in execs)
+            assert "Sparse Attention for Long Graphs" in execs[0].prefetched
         else:
-            assert not any(e["prefetched"] for e in execs)
+            assert not any(e.prefetched for e in execs)
     assert answers[True] == answers[False] == [r["answer"] for r in records]
 
 
@@ -134,8 +135,10 @@ def test_on_event_streams_every_trace_event(context, scripted, records):
     config = AgentConfig(domain="dblp", on_event=seen.append)
     result = GLMAgent(scripted, context, config).answer(records[2]["question"], "t-2")
     assert seen == list(result.trace)
-    assert [e["type"] for e in seen][:3] == ["llm", "classify", "llm"]
-    assert seen[-1] == {"type": "result", "answer": records[2]["answer"], "failure": None}
+    assert [e.KIND for e in seen][:3] == ["llm", "classify", "llm"]
+    assert seen[-1] == Answer(records[2]["answer"], None)
+    reasoning = [e for e in seen if isinstance(e, Reasoning)]
+    assert reasoning and reasoning[-1].answer == records[2]["answer"]  # the R-Agent's decision, typed
     assert "on_event" not in config.to_dict()
 
 

@@ -17,6 +17,7 @@ from glmcot.agents.graphcot_faithful import (
     split_checks,
 )
 from glmcot.llm import LLMBackend, LLMResponse
+from glmcot.agents.trace import GraphCoTConfig, GraphCoTStep
 
 # The original's runtime sentences (GraphAgent.py), the data the faithful agent must reproduce.
 ORIGINAL = {
@@ -168,11 +169,11 @@ def test_observations_equal_the_original_on_recorded_actions(context, action):
     expected, finish = reference_step(index, context.retrieval.resolve, action)
     backend = Recorded(["I look.", action, "Done.", "Finish[stop]"])
     result = FaithfulGraphCoTAgent(backend, context, AgentConfig(domain="dblp", graphcot_max_steps=2)).answer("Q?", "q1")
-    steps = [event for event in result.trace if event["type"] == "graphcot-step"]
+    steps = [event for event in result.trace if isinstance(event, GraphCoTStep)]
     if finish is not None:
         assert result.answer == str(finish_value(finish)) and len(steps) == 1
     else:
-        assert steps[0]["observation"] == expected
+        assert steps[0].observation == expected
         # the next prompt carries the observation exactly as the original's scratchpad does
         assert backend.prompts[2][1].endswith(f"\nAction 1: {action}\nObservation 1: {expected}\nThought 2:")
 
@@ -204,8 +205,8 @@ def test_prompt_structure_and_loop_equal_the_original(context):
     assert prompts[3].endswith(question + "\nThought 1: I need the paper.\nAction 1: RetrieveNode[Fast Graph Sampling]"
                                f"\nObservation 1: {observation}\nThought 2: Now its year.\nAction 2:")
     assert prompts[4].endswith("\nAction 2: NodeFeature[p3, year]\nObservation 2: The year feature of p3 are: 2021. \nThought 3:")
-    config = next(event for event in result.trace if event["type"] == "graphcot-config")
-    assert config["variant"] == "faithful" and config["token_counter"]
+    config = next(event for event in result.trace if isinstance(event, GraphCoTConfig))
+    assert config.variant == "faithful" and config.token_counter
 
 
 def test_halts_with_an_empty_answer_on_steps_and_on_the_token_cap(context):

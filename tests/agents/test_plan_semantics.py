@@ -4,6 +4,7 @@ import json
 import re
 
 import pytest
+from glmcot.agents.trace import GraphCoTStep
 
 
 @pytest.fixture(scope="module")
@@ -35,14 +36,14 @@ def test_star_over_an_expanded_action_calls_each_element(dblp):
         graph = Graph.open(out / "graph")
         for record in chosen:
             result = agent.answer(record["question"], record["qid"])
-            steps = [e for e in result.trace if e.get("type") == "graphcot-step"]
+            steps = [e for e in result.trace if isinstance(e, GraphCoTStep)]
             for step in steps:
                 # A list repr inside a call's argument means the expansion inserted a whole list.
-                assert not re.search(r"\[\s*'", step["action"]), step["action"]
+                assert not re.search(r"\[\s*'", step.action), step.action
             # Every expanded call names one existing node (a flattened element, never a list).
             # Graph-CoT's 300-token action cap may cut a long expansion short, as in the original.
-            calls = [c for step in steps if not step["action"].startswith("Finish")
-                     for c in re.findall(r"(\w+)\[([^\]]*)\]", step["action"])]
+            calls = [c for step in steps if not step.action.startswith("Finish")
+                     for c in re.findall(r"(\w+)\[([^\]]*)\]", step.action)]
             assert len(calls) >= 3
             for name, argument in calls:
                 if name != "RetrieveNode":

@@ -22,9 +22,11 @@ class AnswerTable:
     def reply(self, prompt: str) -> str:
         with self.lock:
             self.calls.append(prompt)
-        if "Reference answer:" in prompt:  # the judge
-            model = re.search(r"Model answer: (.*)", prompt).group(1).strip().lower().rstrip(".")
-            gold = re.search(r"Reference answer: (.*)", prompt).group(1).strip().lower().rstrip(".")
+        if "Reference answer:" in prompt or "Ground truth:" in prompt:  # the lenient or the original judge
+            lenient = "Reference answer:" in prompt
+            model = re.search(r"Model answer: (.*)" if lenient else r"Model prediction: (.*)", prompt).group(1)
+            gold = re.search(r"Reference answer: (.*)" if lenient else r"Ground truth: (.*)\.", prompt).group(1)
+            model, gold = model.strip().lower().rstrip("."), gold.strip().lower().rstrip(".")
             if "weather" in prompt:
                 return "It depends"
             return "Yes" if model == gold else "No"

@@ -44,7 +44,7 @@ def test_demo_quick_writes_table_report_and_plots(tmp_path: Path, cache_env, dbl
     assert rows["glm"]["tokens_per_question"] < rows["graphcot"]["tokens_per_question"]
     assert rows["glm"]["llm_calls_per_question"] < rows["graphcot"]["llm_calls_per_question"]
     labels = [r["label"] for r in data["ablation"]]
-    assert labels[0] == "GLM (all features)" and labels[-1] == "Graph-CoT, LRU prefix cache"
+    assert labels[0] == "GLM (all features)" and labels[-1] == "Graph-CoT (faithful), LRU prefix cache"
     report = (out / "report.md").read_text()
     assert "SCRIPTED POLICY" in report and "| dblp | GLM |" in report and "Table 1" in report
     for name in ("results.json", "fig11_latency_split.png", "fig15_ablation.png"):
@@ -88,3 +88,23 @@ def test_ask_against_a_server_that_is_not_there_fails_at_once_in_one_line(cache_
     output = " ".join(result.output.split())
     assert "cannot connect to http://127.0.0.1:9/v1" in output and "Traceback" not in output
     assert "LLM calls" not in output and "(no answer)" not in output   # nothing ran
+
+
+def test_eval_runs_every_graphcot_and_glm_on_a_real_shaped_grbench_file(tmp_path: Path, cache_env):
+    """A graph.json in the real files' shape (dangling reference ids, counted as Graph-CoT counts
+    them) imported, then the faithful and repaired Graph-CoT and GLM run on it (scripted policy)."""
+    from glmcot.graph.importer import import_graph_json
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "grbench"
+    store = tmp_path / "store"
+    import_graph_json(fixtures / "dblp_dangling.json", store)
+    out = tmp_path / "eval"
+    args = ["eval", "--questions", str(fixtures / "dblp_dangling_questions.jsonl"), "--graph", str(store),
+            "--method", "graphcot,graphcot-repaired,glm", "--scripted", "--out", str(out), "--json"]
+    result = CliRunner().invoke(app, args, env=cache_env)
+    assert result.exit_code == 0, result.output
+    assert set(_json(result.stdout)["methods"]) == {"graphcot", "graphcot-repaired", "glm"}
+    for method in ("graphcot", "graphcot-repaired", "glm"):
+        rows = {row["qid"]: row for row in map(json.loads, (out / f"{method}.jsonl").read_text().splitlines())}
+        assert rows["fx-0"]["model_answer"] == "3", (method, rows["fx-0"])  # the dangling ids count
+        assert rows["fx-1"]["model_answer"] == "Ada Lovelace", (method, rows["fx-1"])

@@ -29,8 +29,10 @@ def test_eval_base_with_judge_then_resume(tmp_path: Path, table_server):
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout[result.stdout.index("{"):])["methods"]["base"]
     assert summary["questions"] == 3 and summary["em_count"] == 2
-    # judge: q0 Yes (same after lowercasing), q1 No, q2's reply is not Yes/No -> unparsed, not judged
-    assert summary["judged"] == 2 and summary["judge_score"] == 0.5 and summary["judge_unparsed"] == 1
+    # the original GPT4score rule: q0 Yes (same after lowercasing), q1 No, q2's reply is not Yes/No
+    # -> 0, and every reply stays in the denominator
+    assert summary["judged"] == 3 and summary["judge_score"] == 1 / 3 and summary["judge_unparsed"] == 0
+    assert summary["em_exact"] == 1 / 3 and summary["em"] == 2 / 3  # exact EM beside the normalised one
     assert summary["llm_calls_per_question"] == 1
     # price: $1 per prompt token
     assert summary["cost_usd"] == summary["prompt_tokens"]
@@ -49,6 +51,15 @@ def test_eval_base_with_judge_then_resume(tmp_path: Path, table_server):
     assert len(table.calls) == calls_before  # nothing was asked again
     assert summary2["em_count"] == 2
     assert (out / "summary.json").is_file()
+    assert "only exactly 'Yes' is 1" in json.loads((out / "summary.json").read_text())["judge"]
+
+    # the lenient judge, an option: the unreadable reply is left out and the report says so
+    lenient = CliRunner().invoke(app, args + ["--judge-rule", "lenient", "--fresh"])
+    assert lenient.exit_code == 0, lenient.output
+    summary3 = json.loads(lenient.stdout[lenient.stdout.index("{"):])
+    assert "lenient judge" in summary3["judge"]
+    base = summary3["methods"]["base"]
+    assert base["judged"] == 2 and base["judge_score"] == 0.5 and base["judge_unparsed"] == 1
 
 
 def test_eval_table_output_and_scripted_judge_error(tmp_path: Path, table_server):

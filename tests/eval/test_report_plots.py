@@ -92,3 +92,17 @@ def test_ablation_shows_the_counter_that_proves_each_feature_acted(tmp_path: Pat
     assert rows[1]["feature"]["exercised"] is False and rows[2]["feature"]["exercised"] is True
     assert ablation_rich(rows).row_count == 4
     _png_size(plot_ablation(rows, tmp_path / "f15.png", "dblp, 3 questions, 2 repeats"))
+
+
+def test_tables_written_to_a_pipe_are_not_cut_at_80_columns(monkeypatch):
+    from rich.table import Table
+
+    from glmcot.eval.progress import console
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    out = console()
+    table = Table(*[f"column number {i}" for i in range(8)])
+    table.add_row(*[f"value {i:>10}" for i in range(8)])
+    with out.capture() as captured:
+        out.print(table)
+    assert "column number 7" in captured.get() and "value          7" in captured.get()

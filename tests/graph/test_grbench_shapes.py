@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from glmcot.graph.errors import GraphFormatError, GraphToolError, NodeNotFound
+from glmcot.graph.graphcot import GraphFunctions
 from glmcot.graph.importer import import_graph_json
 from glmcot.graph.primitives import GraphTools
 from glmcot.graph.store import Graph
@@ -68,18 +69,34 @@ def calls(index: dict, extra_ids=()):
             yield "NodeDegree", node_id, name
 
 
+def faithful_call(functions: GraphFunctions, tool: str, node_id: str, name: str) -> str:
+    method = {"NodeFeature": functions.check_nodes, "NeighbourCheck": functions.check_neighbours,
+              "NodeDegree": functions.check_degree}[tool]
+    try:
+        return method(node_id, name)
+    except KeyError:
+        return MISSING
+
+
 def compare(path: Path, tmp_path: Path, flatten: bool = False):
+    """Mismatches of glmcot's primitives (GraphTools, which answer [] / 0 for a relation key a node
+    lacks) and of the faithful baseline's functions (GraphFunctions, exact) with the original."""
     report = import_graph_json(path, tmp_path / "store")
     graph = Graph.open(tmp_path / "store")
     tools = GraphTools(graph, neighbour_limit=None)
+    functions = GraphFunctions(graph)
     index = original_index(path, flatten)
     dangling = {target for node in index.values() for targets in node["neighbors"].values() for target in targets
                 if target not in index}
-    mismatches = [
-        (tool, node_id, name, original_call(index, tool, node_id, name), glmcot_call(tools, tool, node_id, name))
-        for tool, node_id, name in calls(index, sorted(dangling))
-        if original_call(index, tool, node_id, name) != glmcot_call(tools, tool, node_id, name)
-    ]
+    mismatches = []
+    for tool, node_id, name in calls(index, sorted(dangling)):
+        expected = original_call(index, tool, node_id, name)
+        if faithful_call(functions, tool, node_id, name) != expected:
+            mismatches.append(("faithful", tool, node_id, name, expected, faithful_call(functions, tool, node_id, name)))
+        absent_key = node_id in index and tool != "NodeFeature" and name not in index[node_id]["neighbors"] \
+            and name in graph.relation_names(graph.node_type(node_id))
+        if not absent_key and glmcot_call(tools, tool, node_id, name) != expected:
+            mismatches.append(("primitives", tool, node_id, name, expected, glmcot_call(tools, tool, node_id, name)))
     return report, graph, tools, mismatches
 
 
@@ -130,6 +147,19 @@ def test_null_features_read_as_none(tmp_path):
     assert tools.NodeFeature("21366269", "description") == "A tale."
     # goodreads' similar_books keeps its dangling id too
     assert tools.NeighbourCheck("21366268", "similar_books") == ["99999999", "21366269"]
+
+
+def test_a_relation_key_a_node_lacks_is_a_key_error_for_the_faithful_baseline(tmp_path):
+    report, graph, tools, mismatches = compare(FIXTURES / "biomedical_absent_relation_keys.json", tmp_path)
+    assert mismatches == []
+    functions = GraphFunctions(graph)
+    with pytest.raises(KeyError):
+        functions.check_neighbours("DB01412", "Compound-treats-Disease")
+    assert functions.check_degree("DB00201", "Compound-treats-Disease") == "1"
+    # glmcot's own primitives answer an empty list there (the relation exists for the type)
+    assert tools.NeighbourCheck("DB01412", "Compound-treats-Disease") == []
+    assert not graph.has_relation_key_at(graph.index("DB01412"), "Compound-treats-Disease")
+    assert report.absent_relation_keys == 1
 
 
 @pytest.mark.parametrize("name", sorted(path.name for path in FIXTURES.glob("*.json")))

@@ -240,7 +240,9 @@ def test_spec_openai_glmcot_forces_the_extras(server):
     assert not make_backend("openai:" + server.url, glmcot_extras=False, model="m").glmcot_extras
     with pytest.raises(ValueError, match="openai\\+glmcot"):
         make_backend("openai+vllm:" + server.url)
-    scripted = make_backend("scripted+openai+glmcot:" + server.url, questions=[{"qid": "q"}], model="m")
+    from glmcot.agents import make_backend as make_agent_backend
+
+    scripted = make_agent_backend("scripted+openai+glmcot:" + server.url, questions=[{"qid": "q"}], model="m")
     assert scripted.inner.glmcot_extras and scripted.inner.mode == "chat"
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from glmcot.llm import LLMError, LLMRequest, LLMResponse, Segment, make_backend
 from glmcot.llm.replay import RecordingBackend, ReplayBackend
-from glmcot.llm.scripted import ScriptedBackend
+from glmcot.agents.scripted import ScriptedBackend
 
 
 class Echo:
@@ -54,9 +54,13 @@ def test_replay_reads_question_traces(tmp_path):
 
 
 def test_make_backend_specs(tmp_path):
-    assert isinstance(make_backend("scripted", questions=[{"qid": "a", "plan": {}}]), ScriptedBackend)
+    from glmcot.agents import make_backend as make_agent_backend
+
+    assert isinstance(make_agent_backend("scripted", questions=[{"qid": "a", "plan": {}}]), ScriptedBackend)
     with pytest.raises(ValueError, match="questions"):
-        make_backend("scripted")
+        make_agent_backend("scripted")
+    with pytest.raises(ValueError, match="built by glmcot.agents.make_backend"):
+        make_backend("scripted", questions=[{"qid": "a", "plan": {}}])
     with pytest.raises(ValueError, match="unknown backend"):
         make_backend("gpt5")
     with pytest.raises(ValueError, match="URL"):

@@ -217,7 +217,7 @@ def test_openai_backend_over_http_matches_the_in_process_backend(server, engine,
     from glmcot.llm import LLMRequest, Segment
     from glmcot.llm.native import NativeBackend
     from glmcot.llm.openai_backend import OpenAIBackend
-    from glmcot.llm.scripted import ScriptedBackend
+    from glmcot.agents.scripted import ScriptedBackend
 
     http = OpenAIBackend(server.url + "/v1", mode="completions", api_key=KEY, max_retries=0)
     assert http.glmcot_extras          # found out from /v1/models: segments, sessions, forced text

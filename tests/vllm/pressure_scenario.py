@@ -25,7 +25,9 @@ def tokens(seed: int, n: int) -> list[int]:
 
 
 def main() -> None:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from glmcot.offline import stay_offline
+
+    stay_offline()
     checkpoint, stats_path = sys.argv[1], sys.argv[2]
     os.environ["GLMCOT_VLLM_STATS"] = stats_path
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -46,6 +48,7 @@ def main() -> None:
         params = SamplingParams(max_tokens=2, temperature=0.0, ignore_eos=True,
                                 extra_args=wire.encode(spans, session, end) if spans is not None else None)
         [out] = llm.generate([TokensPrompt(prompt_token_ids=ids)], params, use_tqdm=False)
+        assert out.finished, f"{name}: the request did not finish"  # every request completes, under pressure too
         results.append({"name": name, "prompt_tokens": len(ids), "cached_tokens": out.num_cached_tokens or 0,
                         "finished": out.finished, "output_tokens": len(out.outputs[0].token_ids),
                         "finish_reason": out.outputs[0].finish_reason})

@@ -30,7 +30,7 @@ SCENARIO = Path(__file__).with_name("pressure_scenario.py")
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    from tests.vllm.checkpoint import tiny_qwen3
+    from glmcot.benchmarks.tiny_checkpoint import tiny_qwen3
 
     return tiny_qwen3(tmp_path_factory.mktemp("tiny-qwen3"))
 

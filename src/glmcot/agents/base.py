@@ -9,7 +9,8 @@ from typing import Callable
 
 from glmcot.agents.records import QuestionResult
 from glmcot.llm import LLMBackend, LLMError, LLMRequest, LLMResponse, Segment
-from glmcot.llm.formats import valid_text
+from glmcot.agents.trace import AgentError, Answer, LLMCall, TraceEvent
+from glmcot.agents.formats import valid_text
 from glmcot.llm.replay import prompt_hash
 
 
@@ -25,11 +26,11 @@ class QuestionFailed(Exception):
 class EventLog(list):
     """The trace: a list of events that also reports each new one to a hook."""
 
-    def __init__(self, items=(), hook: Callable[[dict], None] | None = None):
+    def __init__(self, items=(), hook: Callable[[TraceEvent], None] | None = None):
         super().__init__(items)
         self.hook = hook
 
-    def append(self, event: dict) -> None:
+    def append(self, event: TraceEvent) -> None:
         super().append(event)
         if self.hook is not None:
             try:
@@ -42,7 +43,7 @@ class QuestionRun:
     """One question in flight: its session, its trace and its counters."""
 
     def __init__(self, backend: LLMBackend, question: str, qid: str | None, method: str, prompt_names: dict[str, str],
-                 on_event: Callable[[dict], None] | None = None):
+                 on_event: Callable[[TraceEvent], None] | None = None):
         self.backend = backend
         question = valid_text(question)
         self.question = question
@@ -92,17 +93,9 @@ class QuestionRun:
         result.cached_tokens += response.cached_tokens
         result.output_tokens += response.output_tokens
         result.llm_time_s += response.latency_s
-        self.trace.append(
-            {
-                "type": "llm",
-                "agent": agent,
-                "metadata": metadata,
-                "session": self.session,
-                "prompt_sha": prompt_hash(request.prompt),
-                "segments": [self._segment_record(s) for s in segments],
-                "response": response.to_dict(),
-            }
-        )
+        self.trace.append(LLMCall(agent=agent, metadata=metadata, session=self.session,
+                                  prompt_sha=prompt_hash(request.prompt),
+                                  segments=[self._segment_record(s) for s in segments], response=response.to_dict()))
         return response
 
     def _segment_record(self, segment: Segment) -> dict:
@@ -115,11 +108,11 @@ class QuestionRun:
         if failure is not None:
             self.result.failure = failure.category
             self.result.failure_detail = failure.detail
-            self.trace.append({"type": "error", "where": failure.category, "message": failure.detail})
+            self.trace.append(AgentError(failure.category, failure.detail))
         self.result.latency_s = time.perf_counter() - self.started
-        self.trace.append({"type": "result", "answer": answer, "failure": self.result.failure})
+        self.trace.append(Answer(answer, self.result.failure))
         try:
             self.backend.end_session(self.session)
         except Exception as error:  # ending a session must never lose the answer
-            self.trace.append({"type": "error", "where": "end_session", "message": f"{type(error).__name__}: {error}"})
+            self.trace.append(AgentError("end_session", f"{type(error).__name__}: {error}"))
         return self.result

@@ -15,8 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from glmcot.agents.trace import LLMCall, event_from_dict
 from glmcot.llm.replay import prompt_hash
-from glmcot.llm.types import Segment, join_segments
+from glmcot.contract import Segment, join_segments
 
 
 class TraceError(ValueError):
@@ -76,11 +77,12 @@ class PromptResolver:
 
 def _session(record: dict, resolver: PromptResolver, where: str) -> RecordedSession:
     session = RecordedSession(qid=str(record.get("qid")), method=str(record.get("method", "glm")))
-    for event in record.get("trace") or []:
-        if not isinstance(event, dict) or event.get("type") != "llm":
+    for raw in record.get("trace") or []:
+        event = event_from_dict(raw) if isinstance(raw, dict) else None
+        if not isinstance(event, LLMCall):
             continue
         segments = []
-        for item in event.get("segments") or []:
+        for item in event.segments:
             level, key = int(item.get("level", 4)), item.get("key")
             if "text" in item:
                 segments.append(Segment(str(item["text"]), level, key))
@@ -90,13 +92,11 @@ def _session(record: dict, resolver: PromptResolver, where: str) -> RecordedSess
                 raise TraceError(f"{where}: a segment of qid {session.qid} has neither text nor prompt name")
         if not segments:
             raise TraceError(f"{where}: an llm event of qid {session.qid} has no segments (recorded before segments were traced?)")
-        recorded_hash = event.get("prompt_sha")
-        if recorded_hash and prompt_hash(join_segments(segments)) != recorded_hash:
-            raise TraceError(f"{where}: the rebuilt prompt of qid {session.qid} ({event.get('agent')}) differs from the recorded one")
-        metadata = event.get("metadata") or {}
-        response = event.get("response") or {}
-        session.calls.append(RecordedCall(agent=str(event.get("agent")), segments=segments, response=str(response.get("text", "")),
-                                          step=int(metadata.get("step", 0)), attempt=int(metadata.get("attempt", 0))))
+        if event.prompt_sha and prompt_hash(join_segments(segments)) != event.prompt_sha:
+            raise TraceError(f"{where}: the rebuilt prompt of qid {session.qid} ({event.agent}) differs from the recorded one")
+        session.calls.append(RecordedCall(agent=event.agent, segments=segments, response=event.text,
+                                          step=int(event.metadata.get("step", 0)),
+                                          attempt=int(event.metadata.get("attempt", 0))))
     return session
 
 

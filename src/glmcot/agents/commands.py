@@ -26,7 +26,8 @@ def exec_snippet(
 ) -> None:
     """Run one A-Agent style snippet through the sandbox (the five primitives and print only) and
     print its output, or the structured error. Exit code 1 when the snippet failed."""
-    from glmcot.agents.context import open_retriever, resolve_graph_dir
+    from glmcot.agents.context import open_retriever
+    from glmcot.graph.store import store_directory
     from glmcot.agents.retrieval import RetrievalService
     from glmcot.agents.sandbox import SandboxError, SandboxExecutor, SandboxLimits
 
@@ -37,7 +38,7 @@ def exec_snippet(
         if not path.is_file():
             raise typer.BadParameter(f"no such file: {file}", param_hint="FILE")
         code = path.read_text(encoding="utf-8")
-    graph_dir = resolve_graph_dir(graph)
+    graph_dir = store_directory(graph)
     if not graph_dir.is_dir():
         raise typer.BadParameter(f"no graph directory at {graph}", param_hint="--graph")
     limits = SandboxLimits(wall_s=timeout, cpu_s=cpu, memory_mb=memory_mb, max_output=max_output)

@@ -11,14 +11,7 @@ from typing import Any
 from glmcot.agents.prompts import PromptSet, load_prompts
 from glmcot.agents.retrieval import LexicalRetriever, RetrievalService
 from glmcot.agents.sandbox import SandboxExecutor, SandboxLimits
-
-
-def resolve_graph_dir(path: str | Path) -> Path:
-    """A store directory, or a dataset directory holding one in graph/."""
-    path = Path(path)
-    if (path / "graph").is_dir() and not (path / "manifest.json").exists():
-        return path / "graph"
-    return path
+from glmcot.graph.store import store_directory
 
 
 def dataset_domain(graph_dir: Path) -> str | None:
@@ -67,7 +60,7 @@ class AgentContext:
         from glmcot.graph.chunks import chunk_key
         from glmcot.graph.store import Graph
 
-        self.graph_dir = resolve_graph_dir(graph_dir)
+        self.graph_dir = store_directory(graph_dir)
         self.graph = Graph.open(self.graph_dir)
         self.domain = domain or dataset_domain(self.graph_dir)
         self.retrieval = RetrievalService(open_retriever(retriever, self.graph_dir, self.graph), threads=retrieval_threads)

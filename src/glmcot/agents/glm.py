@@ -19,8 +19,9 @@ from glmcot.agents.notebook import Notebook
 from glmcot.agents.records import QuestionResult
 from glmcot.agents.retrieval import PipelineHook
 from glmcot.agents.sandbox import ExecutionResult, SandboxError
+from glmcot.agents.trace import Classification, NotebookUpdate, Reasoning, SnippetRun
 from glmcot.llm import Level, LLMBackend, LLMError, Segment
-from glmcot.llm import formats
+from glmcot.agents import formats
 
 # Which failure an execution error counts as when retries run out.
 _RETRIEVAL_KINDS = {"graph", "retrieval"}
@@ -80,7 +81,7 @@ class GLMAgent:
             # not the question.
             deterministic, parsed = False, False
         first_missing = formats.parse_first_missing(response.text) if plan and not deterministic else None
-        run.trace.append({"type": "classify", "deterministic": deterministic, "parsed": parsed, "missing": first_missing})
+        run.trace.append(Classification(deterministic, parsed, first_missing))
         return deterministic, first_missing
 
     def _loop(self, run: QuestionRun, first_missing: str | None = None) -> str:
@@ -97,7 +98,7 @@ class GLMAgent:
             result = self._act(run, decision.missing, step=round_)
             run.result.rounds = round_ + 1
             added = notebook.add(decision.missing, result.output, result.chunks)
-            run.trace.append({"type": "notebook", "added": [s.key or "fact" for s in added]})
+            run.trace.append(NotebookUpdate([s.key or "fact" for s in added]))
         raise QuestionFailed("step_limit", f"no answer after {self.config.max_rounds} reasoning rounds")
 
     def _reason(self, run: QuestionRun, notebook: Notebook, step: int) -> formats.Reasoning:
@@ -113,10 +114,13 @@ class GLMAgent:
                 step=step, attempt=attempt, temperature=self.config.temperature,
             )
             try:
-                return formats.parse_reasoning(response.text)
+                decision = formats.parse_reasoning(response.text)
             except formats.FormatError as error:
                 last = str(error)
                 hint = "Your last reply could not be read. Reply with <answer>...</answer> or <missing>...</missing> only.\n"
+                continue
+            run.trace.append(Reasoning(step, attempt, decision.missing, decision.answer))
+            return decision
         raise QuestionFailed("unexpected_output", f"R-Agent: {last}")
 
     def _act(self, run: QuestionRun, missing: str, step: int) -> ExecutionResult:
@@ -139,17 +143,13 @@ class GLMAgent:
                 code = formats.parse_code(response.text)
             except formats.FormatError as error:
                 retry = (response.text.strip()[:500], str(error), "format")
-                run.trace.append({"type": "exec", "step": step, "attempt": attempt, "code": None, "result": {"ok": False, "error": {"kind": "format", "message": str(error)}}})
+                run.trace.append(SnippetRun(step, attempt, None, {"ok": False, "error": {"kind": "format", "message": str(error)}}))
                 continue
             result = self.context.executor.run(code, resolve=self.context.retrieval.resolve)
             run.result.retrieval_time_s += result.retrieval_s
-            run.trace.append(
-                {
-                    "type": "exec", "step": step, "attempt": attempt, "code": code, "result": result.to_dict(),
-                    "prefetched": list(hook.started) if hook else [],
-                    "prefetch_at_s": (round(hook.first_at, 6) if hook and hook.first_at is not None else None),
-                }
-            )
+            run.trace.append(SnippetRun(
+                step, attempt, code, result.to_dict(), prefetched=list(hook.started) if hook else [],
+                prefetch_at_s=round(hook.first_at, 6) if hook and hook.first_at is not None else None))
             if result.ok and result.output.strip():
                 return result
             if result.ok:

@@ -16,8 +16,9 @@ from glmcot.agents.config import AgentConfig
 from glmcot.agents.context import AgentContext
 from glmcot.agents.records import QuestionResult
 from glmcot.graph.graphcot import INVALID_ACTION, GraphCoTObserver
+from glmcot.agents.trace import GraphCoTStep
 from glmcot.llm import Level, LLMBackend, LLMError, Segment
-from glmcot.llm import formats
+from glmcot.agents import formats
 from glmcot.llm.tokens import TokenCounter, qwen_counter
 
 
@@ -88,7 +89,7 @@ class GraphCoTAgent:
                 actions = formats.parse_actions(action_line)
                 run.result.rounds = step
                 if actions and actions[0].name == "Finish":
-                    run.trace.append({"type": "graphcot-step", "step": step, "thought": thought, "action": action_line, "observation": None})
+                    run.trace.append(GraphCoTStep(step, thought, action_line, None))
                     run.result.retrieval_time_s = timer["seconds"]
                     return run.finish(actions[0].argument.strip())
                 if not actions:
@@ -97,7 +98,7 @@ class GraphCoTAgent:
                     observation = "".join(observe(observer, a) for a in actions)
                 observation = " ".join(observation.split("\n")).strip()
                 scratchpad += f"\nObservation {step}: {observation}"
-                run.trace.append({"type": "graphcot-step", "step": step, "thought": thought, "action": action_line, "observation": observation})
+                run.trace.append(GraphCoTStep(step, thought, action_line, observation))
             raise QuestionFailed("step_limit", f"no Finish within {config.graphcot_max_steps} steps")
         except QuestionFailed as failure:
             run.result.retrieval_time_s = timer["seconds"]

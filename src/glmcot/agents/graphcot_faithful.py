@@ -37,8 +37,9 @@ from glmcot.agents.config import AgentConfig
 from glmcot.agents.context import AgentContext
 from glmcot.agents.records import QuestionResult
 from glmcot.graph.graphcot import GraphFunctions
+from glmcot.agents.trace import GraphCoTConfig, GraphCoTStep
 from glmcot.llm import Level, LLMBackend, LLMError, Segment
-from glmcot.llm import formats
+from glmcot.agents import formats
 from glmcot.llm.tokens import TokenCounter, qwen_counter
 
 METHOD = "graphcot"
@@ -316,8 +317,8 @@ class FaithfulGraphCoTAgent:
         run = QuestionRun(self.backend, question, qid, self.method, self._names, self.config.on_event)
         question = run.question  # made valid text (a lone surrogate cannot be tokenised or hashed)
         config = self.config
-        run.trace.append({"type": "graphcot-config", "variant": "faithful", "token_counter": self.counter_name,
-                          "token_cap": config.graphcot_token_cap, "max_steps": config.graphcot_max_steps})
+        run.trace.append(GraphCoTConfig("faithful", self.counter_name, config.graphcot_token_cap,
+                                        config.graphcot_max_steps))
         timer = {"seconds": 0.0}
 
         def retrieve(text: str) -> str:
@@ -362,8 +363,7 @@ class FaithfulGraphCoTAgent:
                         break
                     observation += observer.observe(name, argument)
                 scratchpad += observation
-                run.trace.append({"type": "graphcot-step", "step": step, "thought": thought, "action": action,
-                                  "observation": observation if finished is None else None})
+                run.trace.append(GraphCoTStep(step, thought, action, observation if finished is None else None))
                 if finished is not None:
                     run.result.retrieval_time_s = timer["seconds"]
                     return run.finish(answer_text(finished))

@@ -9,7 +9,7 @@ arrived, P-IV transient text.
 from __future__ import annotations
 
 from glmcot.llm import Level, Segment
-from glmcot.llm.formats import render_fact
+from glmcot.agents.formats import render_fact
 
 
 class Notebook:

@@ -1,20 +1,12 @@
-"""What one question produced: the answer or a failure reason, counts and the full trace.
-
-Trace events (JSON objects, in order):
-- {"type": "llm", "agent", "metadata", "session", "segments": [...], "response": {...}}
-  (P-I segments are listed by name and hash; the rest with their text);
-- {"type": "classify", "deterministic", "parsed"};
-- {"type": "exec", "step", "attempt", "code", "result": {...}, "prefetched": [...]};
-- {"type": "notebook", "added": [...]};
-- {"type": "graphcot-step", "step", "thought", "action", "observation"};
-- {"type": "error", "where", "message"};
-- {"type": "result", "answer", "failure"} (last).
-"""
+"""What one question produced: the answer or a failure reason, counts and the full trace (typed
+events, glmcot.agents.trace; written as JSON objects in order, format glmcot.trace/1)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
+
+from glmcot.agents.trace import TraceEvent, event_from_dict
 
 TRACE_VERSION = "glmcot.trace/1"
 
@@ -34,7 +26,7 @@ class QuestionResult:
     latency_s: float = 0.0
     llm_time_s: float = 0.0
     retrieval_time_s: float = 0.0
-    trace: list[dict[str, Any]] = field(default_factory=list)
+    trace: list[TraceEvent] = field(default_factory=list)
     method: str = "glm"
     backend: str = ""
     deterministic: bool | None = None
@@ -47,8 +39,8 @@ class QuestionResult:
         return self.prompt_tokens + self.output_tokens
 
     def to_dict(self, with_trace: bool = True) -> dict[str, Any]:
-        data = asdict(self)
-        data["trace"] = list(self.trace)
+        data = asdict(replace(self, trace=[]))  # the events serialise themselves
+        data["trace"] = [event.to_dict() for event in self.trace]
         data["format"] = TRACE_VERSION
         data["total_tokens"] = self.total_tokens
         for key in ("latency_s", "llm_time_s", "retrieval_time_s"):
@@ -60,4 +52,6 @@ class QuestionResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "QuestionResult":
         known = {name for name in cls.__dataclass_fields__}
-        return cls(**{key: value for key, value in data.items() if key in known})
+        values = {key: value for key, value in data.items() if key in known}
+        values["trace"] = [event_from_dict(event) for event in values.get("trace") or [] if isinstance(event, dict)]
+        return cls(**values)

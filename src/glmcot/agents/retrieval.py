@@ -22,7 +22,7 @@ from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Protocol
 
-from glmcot.llm.formats import valid_text
+from glmcot.agents.formats import valid_text
 
 MAX_QUERY_CHARS = 2000  # node texts are titles and names; longer text is not a RetrieveNode query
 

@@ -1,9 +1,10 @@
 """The benchmarks: each module prints a table, writes JSON and has `main(argv)`.
 
+(`tiny_checkpoint` is not a benchmark: it writes the tiny random checkpoint the vLLM ones use.)
 Run one with `python -m glmcot.benchmarks.NAME --help` or `glmcot bench NAME -- ARGS`; results and
 their commands are in docs/benchmarks.md. Speed is only ever compared against a peer in the same run.
 """
 
 NAMES = ("graph", "engine", "engine_kernels", "engine_gpu", "codesign", "codesign_sweep", "codesign_repeats",
          "agents", "serve", "graph_update",
-         "vllm_codesign", "mini")
+         "vllm_codesign", "vllm_plugin_overhead", "mini")

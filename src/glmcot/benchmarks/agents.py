@@ -41,6 +41,7 @@ from rich.table import Table  # noqa: E402
 
 from glmcot.agents import AgentConfig, AgentContext, make_backend, run_questions  # noqa: E402
 from glmcot.agents.runner import summarise  # noqa: E402
+from glmcot.agents.trace import SnippetRun  # noqa: E402
 
 DOMAINS = ("dblp", "amazon", "goodreads", "biomedical", "legal")
 LABEL = "scripted policy"
@@ -108,7 +109,7 @@ def run_domain(domain: str, data: Path, args, console: Console, progress: Progre
                 summary["plan_agreement"] = sum(r.answer.strip() == plan_output[r.qid] for r in out) / len(out)
                 summary["gold_match_scripted"] = sum(r.answer.strip() == by_qid[r.qid]["answer"] for r in out) / len(out)
                 summary["wall_s"] = wall
-                summary["prefetched_snippets"] = sum(1 for r in out for e in r.trace if e.get("type") == "exec" and e.get("prefetched"))
+                summary["prefetched_snippets"] = sum(1 for r in out for e in r.trace if isinstance(e, SnippetRun) and e.prefetched)
                 summary["llm_time_s"] = sum(r.llm_time_s for r in out) / len(out)
                 summary["deterministic_share"] = sum(bool(by_qid[r.qid].get("deterministic")) for r in out) / len(out)
                 summary["by_template"] = {}

@@ -46,7 +46,6 @@ import httpx
 from glmcot.benchmarks import codesign
 from glmcot.offline import stay_offline
 
-ROOT = Path(__file__).resolve().parents[1]
 ARMS = ("enforce", "observe", "absent")
 BLOCK = 32
 PAPER = {"miss_pct": -15.1, "throughput_pct": 14.3}  # GLM paper, Fig. 15 (priority eviction vs LRU)
@@ -245,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cpu", choices=("cpu", "gpu"))
     parser.add_argument("--eager", action=argparse.BooleanOptionalAction, default=True, help="--enforce-eager")
     parser.add_argument("--server-args", nargs=argparse.REMAINDER, default=[], help="more `vllm serve` arguments (last)")
-    parser.add_argument("--vllm-venv", default=os.environ.get("GLMCOT_VLLM_VENV", str(ROOT / ".venv-vllm")))
+    parser.add_argument("--vllm-venv", default=os.environ.get("GLMCOT_VLLM_VENV", ".venv-vllm"),
+                        help="vLLM's environment (scripts/setup_vllm.sh), relative to the current folder")
     parser.add_argument("--together", action=argparse.BooleanOptionalAction, default=True,
                         help="replay the arms at the same time (default) rather than one after another, rotating")
     parser.add_argument("--quick", action="store_true", help="12 sessions, two pool sizes")
@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def build_model(directory: Path) -> Path:
-    from tests.vllm.checkpoint import tiny_qwen3
+    from glmcot.benchmarks.tiny_checkpoint import tiny_qwen3
 
     return tiny_qwen3(directory)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-app = typer.Typer(help="Benchmark data: synthetic GRBench-schema domains and GRBench questions.",
+app = typer.Typer(rich_markup_mode=None, help="Benchmark data: synthetic GRBench-schema domains and GRBench questions.",
                   no_args_is_help=True)
 
 

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-app = typer.Typer(help="The native serving engine: generate with a local checkpoint or a random: model.",
+app = typer.Typer(rich_markup_mode=None, help="The native serving engine: generate with a local checkpoint or a random: model.",
                   no_args_is_help=True)
 
 

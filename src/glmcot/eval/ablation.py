@@ -39,7 +39,7 @@ VARIANTS = (
     Variant("no-priority-eviction", "GLM without priority eviction (LRU)", "glm", {**GLM_ENGINE, "eviction_policy": "lru"}),
     Variant("no-pipelining", "GLM without pipelining", "glm", GLM_ENGINE, {"pipelining": False}),
     Variant("no-retrieve-cache", "GLM without RetrieveNode cache", "glm", GLM_ENGINE, retrieve_cache=False),
-    Variant("graphcot-lru", "Graph-CoT, LRU prefix cache", "graphcot", VLLM_LIKE_ENGINE),
+    Variant("graphcot-lru", "Graph-CoT (faithful), LRU prefix cache", "graphcot", VLLM_LIKE_ENGINE),
 )
 
 # The counter that proves each switched-off feature acted in the full GLM run: a variant whose

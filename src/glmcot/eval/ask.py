@@ -9,11 +9,15 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from glmcot.agents.trace import (AgentError, Answer, Classification, GraphCoTStep, LLMCall, NotebookUpdate, Reasoning,
+                                 SnippetRun, TraceEvent)
 from glmcot.eval.config import EvalConfig
 from glmcot.eval.progress import console as make_console
 
 
 def _as_dict(result: Any) -> dict[str, Any]:
+    if callable(getattr(result, "to_dict", None)):  # QuestionResult: its events serialise themselves
+        return result.to_dict()
     if is_dataclass(result):
         return asdict(result)
     if isinstance(result, dict):
@@ -27,54 +31,55 @@ def _one_line(text: Any, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def trace_rows(events: list[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
-    """(event, detail, tokens, seconds) per trace event (glmcot.trace/1, see agents/records.py)."""
+def _seconds(value: Any) -> str:
+    return f"{value:.3f}" if isinstance(value, (int, float)) else ""
+
+
+def trace_rows(events: list[TraceEvent]) -> list[tuple[str, str, str, str]]:
+    """(event, detail, tokens, seconds) per trace event."""
     rows: list[tuple[str, str, str, str]] = []
     for event in events:
-        event = _as_dict(event)
-        kind = str(event.get("type") or event.get("event") or "")
-        if kind == "llm":
-            response = event.get("response") or {}
-            meta = event.get("metadata") or {}
-            label = f"LLM {event.get('agent') or meta.get('agent')} (step {meta.get('step', 0)}"
+        if isinstance(event, LLMCall):
+            response, meta = event.response, event.metadata
+            label = f"LLM {event.agent} (step {meta.get('step', 0)}"
             label += f", retry {meta['attempt']})" if meta.get("attempt") else ")"
             tokens = (f"{response.get('prompt_tokens', 0)} in ({response.get('cached_tokens', 0)} cached) / "
                       f"{response.get('output_tokens', 0)} out")
-            seconds = response.get("latency_s")
-            rows.append((label, "reply: " + _one_line(response.get("text")), tokens,
-                         f"{seconds:.3f}" if isinstance(seconds, (int, float)) else ""))
-        elif kind == "exec":
-            result = event.get("result") or {}
+            rows.append((label, "reply: " + _one_line(event.text), tokens, _seconds(response.get("latency_s"))))
+        elif isinstance(event, SnippetRun):
+            result = event.result
             outcome = ("output: " + _one_line(result.get("output"))) if result.get("ok") else \
                 ("error: " + _one_line(result.get("error")))
-            prefetched = event.get("prefetched") or []
-            extra = f"\nRetrieveNode started while decoding: {', '.join(map(str, prefetched))}" if prefetched else ""
-            seconds = result.get("seconds") or result.get("elapsed_s")
-            rows.append((f"snippet (step {event.get('step', 0)})", f"{event.get('code', '')}\n{outcome}{extra}", "",
-                         f"{seconds:.3f}" if isinstance(seconds, (int, float)) else ""))
-        elif kind == "notebook":
-            added = [str(a) for a in event.get("added") or []]
-            chunks = sum(1 for a in added if a.startswith("vertex:"))
-            facts = [a for a in added if not a.startswith("vertex:")]
-            rows.append(("notebook", f"+{len(facts)} fact(s), +{chunks} vertex chunk(s)", "", ""))
-        elif kind == "classify":
-            label = "deterministic (one lookup)" if event.get("deterministic") else "non-deterministic (multi-step)"
-            rows.append(("classify", label + ("" if event.get("parsed", True) else " (reply unreadable)"), "", ""))
-        elif kind == "graphcot-step":
-            rows.append((f"Graph-CoT step {event.get('step')}",
-                         f"Thought: {_one_line(event.get('thought'))}\nAction: {_one_line(event.get('action'))}\n"
-                         f"Observation: {_one_line(event.get('observation'))}", "", ""))
-        elif kind == "error":
-            rows.append(("error", f"{event.get('where')}: {_one_line(event.get('message'))}", "", ""))
-        elif kind == "result":
-            rows.append(("result", f"answer: {_one_line(event.get('answer'))}"
-                         + (f"\nfailure: {event['failure']}" if event.get("failure") else ""), "", ""))
+            extra = (f"\nRetrieveNode started while decoding: {', '.join(map(str, event.prefetched))}"
+                     if event.prefetched else "")
+            rows.append((f"snippet (step {event.step})", f"{event.code or ''}\n{outcome}{extra}", "",
+                         _seconds(result.get("seconds") or result.get("elapsed_s"))))
+        elif isinstance(event, Reasoning):
+            decision = f"missing: {_one_line(event.missing)}" if event.missing is not None else \
+                f"answer: {_one_line(event.answer)}"
+            rows.append((f"reasoning (step {event.step})", decision, "", ""))
+        elif isinstance(event, NotebookUpdate):
+            chunks = sum(1 for added in event.added if str(added).startswith("vertex:"))
+            rows.append(("notebook", f"+{len(event.added) - chunks} fact(s), +{chunks} vertex chunk(s)", "", ""))
+        elif isinstance(event, Classification):
+            label = "deterministic (one lookup)" if event.deterministic else "non-deterministic (multi-step)"
+            rows.append(("classify", label + ("" if event.parsed else " (reply unreadable)"), "", ""))
+        elif isinstance(event, GraphCoTStep):
+            rows.append((f"Graph-CoT step {event.step}",
+                         f"Thought: {_one_line(event.thought)}\nAction: {_one_line(event.action)}\n"
+                         f"Observation: {_one_line(event.observation)}", "", ""))
+        elif isinstance(event, AgentError):
+            rows.append(("error", f"{event.where}: {_one_line(event.message)}", "", ""))
+        elif isinstance(event, Answer):
+            rows.append(("result", f"answer: {_one_line(event.answer)}"
+                         + (f"\nfailure: {event.failure}" if event.failure else ""), "", ""))
         else:
-            rows.append((kind or "event", _one_line(json.dumps(event, default=str)), "", ""))
+            data = event.to_dict()
+            rows.append((str(data.get("type") or "event"), _one_line(json.dumps(data, default=str)), "", ""))
     return rows
 
 
-def render_trace(events: list[dict[str, Any]]):
+def render_trace(events: list[TraceEvent]):
     from rich.table import Table
 
     table = Table(title="trace", title_justify="left", header_style="bold", show_lines=True)
@@ -111,7 +116,7 @@ def ask(question: str, graph_path: Path, method: str, config: EvalConfig, *, tra
                                     indent=2, default=str, ensure_ascii=False) + "\n")
         return data
     if trace:
-        console.print(render_trace(list(data.get("trace") or [])))
+        console.print(render_trace(list(getattr(result, "trace", None) or [])))
     answer = data.get("answer")
     from rich.markup import escape
 

@@ -10,6 +10,9 @@ from functools import lru_cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Callable
 
+from glmcot.agents.trace import LLMCall
+from glmcot.llm.replay import prompt_hash
+
 if TYPE_CHECKING:
     from glmcot.agents.records import QuestionResult
 
@@ -154,6 +157,8 @@ class Baseline:
             prompt_tokens=response.prompt_tokens, cached_tokens=response.cached_tokens,
             output_tokens=response.output_tokens, latency_s=time.perf_counter() - start,
             llm_time_s=response.latency_s, retrieval_time_s=retrieval_s,
-            trace=[{"event": "llm", "agent": f"baseline-{self.method}", "context_chars": len(context),
-                    "prompt_tokens": response.prompt_tokens, "output": answer}],
+            trace=[LLMCall(agent=f"baseline-{self.method}", metadata={**request.metadata, "context_chars": len(context)},
+                           session="", prompt_sha=prompt_hash(request.prompt),
+                           segments=[{"level": int(s.level), "key": s.key, "chars": len(s.text)} for s in request.segments],
+                           response=response.to_dict())],
         )

@@ -70,7 +70,7 @@ def run_demo(options: DemoOptions, config: EvalConfig) -> dict[str, Any]:
     runs = options.out / "runs"
     with make_progress(options.quiet) as bar:
         total = sum(len(q) for q in selected.values())
-        tasks = {m: bar.add_task(label, total=total) for m, label in (("graphcot", "Graph-CoT"), ("glm", "GLM"))}
+        tasks = {m: bar.add_task(label, total=total) for m, label in (("graphcot", "Graph-CoT (faithful)"), ("glm", "GLM"))}
         for domain in options.domains:
             for method in ("graphcot", "glm"):
                 summary = measure(method, selected[domain], datasets[domain], config, runs / method / f"{domain}.jsonl",
@@ -146,6 +146,8 @@ def render_report(result: dict[str, Any]) -> str:
         f"questions per domain; {result['concurrency']} questions in flight per method",
         f"- engines: GLM {result['engines'].get('glm')}; Graph-CoT {result['engines'].get('graphcot')} "
         "(vLLM-like: LRU eviction, exact prefix caching)",
+        "- Graph-CoT: the baseline faithful to the original (method `graphcot`: its prompt structure, sentences, "
+        "parsing and halt rule), the one published Graph-CoT numbers compare with",
         f"- machine: {result['machine'].get('platform')}, {result['machine'].get('cpus')} CPUs, "
         f"torch {result['machine'].get('torch')}",
         f"- wall time: {result['wall_s']:.0f} s",

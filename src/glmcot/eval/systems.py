@@ -33,9 +33,9 @@ def graph_dir(path: Path) -> Path:
         raise SetupError(f"graph folder not found: {path}")
     if not path.is_dir():
         raise SetupError(f"--graph must be a folder (a graph store), got a file: {path}")
-    if (path / "graph").is_dir() and not (path / "manifest.json").exists():
-        return path / "graph"
-    return path
+    from glmcot.graph.store import store_directory
+
+    return store_directory(path)
 
 
 def open_graph(path: Path) -> Any:

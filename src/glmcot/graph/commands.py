@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-app = typer.Typer(help="Graph stores: import GRBench graphs, inspect them, build the node index, call primitives.",
+app = typer.Typer(rich_markup_mode=None, help="Graph stores: import GRBench graphs, inspect them, build the node index, call primitives.",
                   no_args_is_help=True)
 
 
@@ -109,7 +109,7 @@ def import_command(
 
 @app.command("info")
 def info_command(
-    store: Path = typer.Argument(..., help="A store directory (from `glmcot graph import`)."),
+    store: Path = typer.Argument(..., help="A store directory (from `glmcot graph import`), or a dataset folder holding one in graph/."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
     """Node and edge counts per type and relation, feature kinds, bytes on disk."""
@@ -119,6 +119,9 @@ def info_command(
     from glmcot.graph.errors import GraphFormatError
     from glmcot.graph.store import Graph
 
+    from glmcot.graph.store import store_directory
+
+    store = store_directory(store)
     try:
         graph = Graph.open(store)
     except GraphFormatError as error:

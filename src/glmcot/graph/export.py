@@ -33,7 +33,8 @@ def export_graph_json(
                 for index in range(start, stop):
                     node = {
                         "features": graph.features_at(index),
-                        "neighbors": {relation: graph.neighbor_id_list(index, relation) for relation in relations},
+                        "neighbors": {relation: graph.neighbor_id_list(index, relation) for relation in relations
+                                      if graph.has_relation_key_at(index, relation)},
                     }
                     text = dumps(node, ensure_ascii=False, indent=indent)
                     out.write(("," if index > start else "") + "\n" + dumps(graph.node_id(index), ensure_ascii=False) + ": " + text)

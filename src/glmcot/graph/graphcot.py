@@ -105,8 +105,11 @@ class GraphFunctions:
         index = self._index(node_id)
         if not relation:
             node_type = self.graph.type_of_index(index)
-            return str({name: self.graph.neighbor_id_list(index, name) for name in self.graph.relation_names(node_type)})
+            return str({name: self.graph.neighbor_id_list(index, name) for name in self.graph.relation_names(node_type)
+                        if self.graph.has_relation_key_at(index, name)})
         try:
+            if not self.graph.has_relation_key_at(index, relation):
+                raise KeyError(relation)
             return str(self.graph.neighbor_id_list(index, relation))
         except GraphToolError:
             raise KeyError(relation) from None
@@ -114,6 +117,8 @@ class GraphFunctions:
     def check_degree(self, node_id: str, relation: str) -> str:
         index = self._index(node_id)
         try:
+            if not self.graph.has_relation_key_at(index, relation):
+                raise KeyError(relation)
             return str(self.graph.degree_at(index, relation))
         except GraphToolError:
             raise KeyError(relation) from None

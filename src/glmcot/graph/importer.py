@@ -20,7 +20,6 @@ import os
 import re
 import time
 from array import array
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ import numpy as np
 
 from glmcot.graph.errors import GraphFormatError
 from glmcot.graph.idhash import find_duplicate, hash_ids
+from glmcot.graph.loading import CountingReader, ProgressCallback, import_paths
 from glmcot.graph.writer import NULL, StoreWriter
 
 TYPE_SUFFIX = "_nodes"
@@ -38,7 +38,6 @@ _DANGLING_EXAMPLES = 10
 DEFAULT_MAX_DEPTH = 64  # JSON levels inside one feature or neighbour value; real files use 1-2
 _NODE_DEPTH = 4  # open containers around a feature value: top, type, node, "features"
 
-ProgressCallback = Callable[[str, int, int], None]  # (phase, bytes read, total bytes)
 
 
 @dataclass
@@ -54,24 +53,7 @@ class ImportReport:
     null_features: int = 0  # features present with the value null (read as None)
     # "<type>.<relation>" -> nodes whose neighbour value was an object of lists, flattened
     flattened_neighbor_objects: dict[str, int] = field(default_factory=dict)
-
-
-class _CountingReader:
-    """File wrapper that reports how many bytes the parser has consumed."""
-
-    def __init__(self, handle, phase: str, total: int, progress: ProgressCallback | None):
-        self._handle = handle
-        self._phase = phase
-        self._total = total
-        self._progress = progress
-        self.position = 0
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._handle.read(size)
-        self.position += len(data)
-        if self._progress is not None:
-            self._progress(self._phase, self.position, self._total)
-        return data
+    absent_relation_keys: int = 0  # (node, relation) pairs where the type has the relation, the node not
 
 
 # Python's json.load (Graph-CoT's loader) reads these tokens; yajl rejects them. Outside strings
@@ -89,7 +71,7 @@ class _NonFiniteReader:
     Linear in the input (one regex scan per token boundary); only used on files that need it.
     """
 
-    def __init__(self, raw: _CountingReader):
+    def __init__(self, raw: CountingReader):
         self._raw = raw
         self._in_string = False
         self._escape = False
@@ -188,7 +170,7 @@ class _Pass1:
 class _Context:
     """Where the parser is, for error messages."""
 
-    def __init__(self, path: Path, reader: _CountingReader):
+    def __init__(self, path: Path, reader: CountingReader):
         self.path = path
         self.reader = reader
         self.type_key: str | None = None
@@ -251,7 +233,7 @@ def _scan_ids(path: Path, progress: ProgressCallback | None, max_depth: int, non
     lengths = array("q")
     limit = _NODE_DEPTH + max_depth
     with open(path, "rb") as handle:
-        reader = _CountingReader(handle, "ids", total, progress)
+        reader = CountingReader(handle, "ids", total, progress)
         source = _NonFiniteReader(reader) if non_finite else reader
         context = _Context(path, reader)
         if total == 0:
@@ -391,9 +373,14 @@ class _Resolver:
 class _TypeBatch:
     """Nodes of one type read in pass 2, flushed to the writer in batches."""
 
-    def __init__(self, node_type: str, stats: _Stats):
+    def __init__(self, node_type: str, stats: _Stats, start: int = 0, count: int = 0):
         self.node_type = node_type
         self.stats = stats
+        self.start = start
+        self.count = count
+        # per relation: which of the type's nodes have the key (Graph-CoT raises KeyError on the
+        # others, where an empty list would answer []); kept over all batches of the type
+        self.present: dict[str, np.ndarray] = {}
         self.ids: list[str] = []
         self.features: dict[str, list[Any]] = {}
         self.relations: dict[str, tuple[list[int], list[Any], list[int]]] = {}
@@ -428,6 +415,10 @@ class _TypeBatch:
             if not isinstance(targets, list):
                 raise context.error(f"neighbour list {relation!r} must be a JSON array, got {type(targets).__name__}")
             sources, texts, positions = self.relations.setdefault(relation, ([], [], []))
+            present = self.present.get(relation)
+            if present is None:
+                present = self.present[relation] = np.zeros(self.count, dtype=bool)
+            present[index - self.start] = True
             sources.extend([index] * len(targets))
             texts.extend(targets)  # checked to be id strings in bulk at flush
             positions.extend(range(len(targets)))
@@ -492,6 +483,13 @@ class _TypeBatch:
         self.ids, self.features, self.relations = [], {}, {}
         return kept
 
+    def finish(self, writer: StoreWriter) -> None:
+        """Record, per relation, the nodes of the type that lack the key."""
+        for relation, present in self.present.items():
+            if not present.all():
+                self.stats.absent_keys += int((~present).sum())
+                writer.add_absent(self.node_type, relation, self.start + np.nonzero(~present)[0])
+
 
 @dataclass
 class _Stats:
@@ -499,6 +497,7 @@ class _Stats:
     examples: list[str] = field(default_factory=list)
     null_features: int = 0
     flattened: dict[str, int] = field(default_factory=dict)
+    absent_keys: int = 0
 
 
 def _type_items(reader, key: str):
@@ -550,12 +549,7 @@ def import_graph_json(
     ``max_depth`` bounds the JSON nesting inside one feature or neighbour value (a deeper file is
     refused with an error naming the node and the feature, before anything is built)."""
     started = time.perf_counter()
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not overwrite:
-        raise FileExistsError(f"{out_dir} exists; pass --force to replace it")
+    path, out_dir = import_paths(path, out_dir, overwrite)
     if max_depth < 1:
         raise ValueError("max_depth must be at least 1")
     scan = _pass1(path, progress, max_depth)
@@ -573,10 +567,10 @@ def import_graph_json(
             writer.add_nodes(node_type, [], {})  # a type with no nodes still exists
             if count == 0:
                 continue
-            batch = _TypeBatch(node_type, stats)
+            batch = _TypeBatch(node_type, stats, start=index, count=count)
             with open(path, "rb") as handle:
                 phase = f"nodes {type_number + 1}/{len(scan.types)}: {node_type}"
-                reader = _CountingReader(handle, phase, total, progress)
+                reader = CountingReader(handle, phase, total, progress)
                 source = _NonFiniteReader(reader) if scan.non_finite else reader
                 context = _Context(path, reader)
                 context.type_key = key
@@ -599,6 +593,7 @@ def import_graph_json(
                 if seen != count:
                     raise context.error("the file changed between the two import passes")
                 edges += batch.flush(writer, resolver, context)
+                batch.finish(writer)
         if stats.dangling:
             writer.warnings["dangling_neighbors"] = stats.dangling
             writer.warnings["dangling_examples"] = stats.examples
@@ -618,6 +613,7 @@ def import_graph_json(
         non_finite_numbers=non_finite,
         null_features=stats.null_features,
         flattened_neighbor_objects=stats.flattened,
+        absent_relation_keys=stats.absent_keys,
     )
 
 

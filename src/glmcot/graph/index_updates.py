@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 
 from glmcot.graph.delta import ApplyReport
-from glmcot.graph.errors import GraphToolError
 from glmcot.graph.retrieval import (
     MAX_TEXT_CHARS,
     RETRIEVAL_DIR,
@@ -140,12 +139,6 @@ class UpdatedNodeRetriever(NodeRetriever):
             candidates.sort(key=lambda pair: -pair[1])
             results.append(candidates[:k])
         return results
-
-    def _top1(self, text: str) -> str:
-        hits = self.search(text, k=1)
-        if not hits:
-            raise GraphToolError(f"RetrieveNode found no node for {text!r}")
-        return hits[0][0]
 
 
 def open_updated_retriever(graph, embedder: Embedder | None = None, cache: RetrieveNodeCache | None = None,

@@ -17,6 +17,8 @@ Layout of a store directory (format ``glmcot.graph``, see ``STORE_FORMAT_VERSION
     edges/r<R>.dangling_*          (1.2) neighbour ids naming no node, kept as the source file
                                    lists them: _src (local source), _pos (place in the full
                                    list), _offsets + .blob (the id strings); sorted by (src, pos)
+    edges/r<R>.absent.npy          (1.2) local indices of nodes whose file has no key for
+                                   the relation (other nodes of the type have it)
     features/t<T>/f<F>.null.npy    (1.2) present features whose value is JSON null
 
 Id lookup needs no dictionary at open time: hash the id, binary-search the sorted hash array,

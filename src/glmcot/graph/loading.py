@@ -3,7 +3,9 @@ handing resolved edges to the `StoreWriter` grouped by source type and relation.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -13,6 +15,39 @@ from glmcot.graph.writer import StoreWriter
 DANGLING_EXAMPLES = 10
 
 ProgressCallback = Callable[[str, int, int], None]  # (phase, bytes read, total bytes)
+
+
+def import_paths(path: str | os.PathLike, out_dir: str | os.PathLike, overwrite: bool) -> tuple[Path, Path]:
+    """An importer's input file and output store, checked before any work: the input exists, and
+    the output is new unless `overwrite` (the store is replaced atomically at the end)."""
+    path, out_dir = Path(path), Path(out_dir)
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    if out_dir.exists() and not overwrite:
+        raise FileExistsError(f"{out_dir} exists; pass --force to replace it")
+    return path, out_dir
+
+
+class CountingReader:
+    """A binary file that reports how many bytes its parser has consumed (progress for every
+    importer, gzip input included: it counts the compressed bytes read)."""
+
+    def __init__(self, handle, phase: str, total: int, progress: ProgressCallback | None):
+        self._handle = handle
+        self._phase = phase
+        self._total = total
+        self._progress = progress
+        self.position = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._handle.read(size)
+        self.position += len(data)
+        if self._progress is not None:
+            self._progress(self._phase, self.position, self._total)
+        return data
+
+    def readable(self) -> bool:
+        return True
 
 
 @dataclass
@@ -99,4 +134,4 @@ def add_grouped_edges(
     return added
 
 
-__all__ = ["ImportSummary", "Dangling", "TypeRanges", "add_grouped_edges", "DANGLING_EXAMPLES", "ProgressCallback"]
+__all__ = ["import_paths", "CountingReader", "ImportSummary", "Dangling", "TypeRanges", "add_grouped_edges", "DANGLING_EXAMPLES", "ProgressCallback"]

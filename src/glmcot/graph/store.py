@@ -100,6 +100,8 @@ class _Relation:
             self.dangling_offsets = memoryview(load_array(base / f"{stem}.dangling_offsets.npy"))
             self.dangling_blob = _Blob(base / f"{stem}.dangling.blob")
 
+        self.absent = load_array(base / f"{entry['stem']}.absent.npy") if entry.get("num_absent") else None
+
     def dangling_range(self, local: int) -> tuple[int, int]:
         """Rows of the dangling table that belong to source ``local`` (empty without any)."""
         if not self.num_dangling:
@@ -415,6 +417,15 @@ class Graph:
             ids.insert(position, loaded.dangling_id(row))
         return ids if limit is None else ids[:limit]
 
+    def has_relation_key_at(self, index: int, relation: str) -> bool:
+        """Whether the node's source file had the ``relation`` key (stores before 1.2: always)."""
+        loaded, local = self._relation_of(index, relation)
+        absent = loaded.absent
+        if absent is None:
+            return True
+        position = int(absent.searchsorted(local))
+        return not (position < len(absent) and int(absent[position]) == local)
+
     def dangling_count_at(self, index: int, relation: str) -> int:
         """How many of the node's ``relation`` neighbours name no node."""
         loaded, local = self._relation_of(index, relation)
@@ -478,3 +489,11 @@ class Graph:
             "warnings": self.warnings,
         }
 
+
+def store_directory(path: str | os.PathLike) -> Path:
+    """A store directory as given, or the store inside a dataset folder (`glmcot data synth`
+    writes one under graph/): every command that takes a graph accepts both."""
+    path = Path(path)
+    if (path / "graph").is_dir() and not (path / "manifest.json").exists() and not (path / "CURRENT.json").exists():
+        return path / "graph"
+    return path

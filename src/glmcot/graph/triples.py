@@ -32,7 +32,7 @@ import numpy as np
 import pyoxigraph as ox
 
 from glmcot.graph.errors import GraphFormatError
-from glmcot.graph.loading import ImportSummary, ProgressCallback, TypeRanges, add_grouped_edges
+from glmcot.graph.loading import CountingReader, import_paths, ImportSummary, ProgressCallback, TypeRanges, add_grouped_edges
 from glmcot.graph.writer import StoreWriter
 
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
@@ -73,26 +73,6 @@ def literal_value(literal: ox.Literal) -> Any:
     except ValueError:
         pass  # an ill-typed literal keeps its lexical form
     return text
-
-
-class _CountingReader:
-    """The raw file, counting bytes read so progress works for .nt.gz too."""
-
-    def __init__(self, handle, total: int, progress: ProgressCallback | None):
-        self._handle = handle
-        self._total = total
-        self._progress = progress
-        self.position = 0
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._handle.read(size)
-        self.position += len(data)
-        if self._progress is not None:
-            self._progress("triples", self.position, self._total)
-        return data
-
-    def readable(self) -> bool:
-        return True
 
 
 class _Collected:
@@ -170,7 +150,7 @@ def collect_triples(path: Path, text_predicate: str = RDFS_LABEL, id_prefix: str
     text_feature = local_name(text_predicate)
     triples = 0
     with open(path, "rb") as raw:
-        counting = _CountingReader(raw, total, progress)
+        counting = CountingReader(raw, "triples", total, progress)
         with open(path, "rb") as probe:
             gzipped = probe.read(2) == b"\x1f\x8b"
         stream = gzip.GzipFile(fileobj=counting) if gzipped else counting
@@ -205,12 +185,7 @@ def import_triples(
 ) -> ImportSummary:
     """Import an N-Triples file (plain or gzip) into a store at ``out_dir`` (rule in the module doc)."""
     started = time.perf_counter()
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not overwrite:
-        raise FileExistsError(f"{out_dir} exists; pass --force to replace it")
+    path, out_dir = import_paths(path, out_dir, overwrite)
     collected, triples, total = collect_triples(path, text_predicate, id_prefix, progress)
     text_feature = local_name(text_predicate)
     if not collected.ids:

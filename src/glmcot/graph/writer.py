@@ -315,6 +315,7 @@ class StoreWriter:
         self._num_nodes = 0
         self._edges: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]] = {}
         self._dangling: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray, list[str]]]] = {}
+        self._absent: dict[tuple[str, str], list[np.ndarray]] = {}
         self._tmp: Path | None = None
         self._id_blob = None
         self._id_lengths: list[np.ndarray] = []
@@ -433,6 +434,14 @@ class StoreWriter:
         self._edges.setdefault((src_type, relation), [])
         self._dangling.setdefault((src_type, relation), []).append((src, positions, list(ids)))
 
+    def add_absent(self, src_type: str, relation: str, src: np.ndarray) -> None:
+        """Mark nodes (global indices) whose source file has no ``relation`` key at all, where other
+        nodes of the type have it: Graph-CoT's lookup raises there instead of answering []."""
+        if not isinstance(relation, str) or not relation:
+            raise ValueError(f"relation must be a non-empty string, got {relation!r}")
+        self._edges.setdefault((src_type, relation), [])
+        self._absent.setdefault((src_type, relation), []).append(np.asarray(src, dtype=np.int64))
+
     def set_text_key(self, node_type: str, feature: str) -> None:
         """Choose the feature embedded for retrieval (default: Graph-CoT's NODE_TEXT_KEYS)."""
         if node_type not in self._types:
@@ -479,10 +488,18 @@ class StoreWriter:
             if dangling:
                 meta["num_dangling"] = self._write_dangling(tmp, meta, builder, relation, dangling)
                 num_dangling += meta["num_dangling"]
+            absent = self._absent.get((src_type, relation))
+            if absent:
+                local = np.unique(np.concatenate(absent)) - builder.start
+                if local.size and (local.min() < 0 or local.max() >= builder.count):
+                    raise GraphFormatError(f"relation {builder.name}.{relation}: an absent-key node is not a {builder.name!r} node")
+                save_array(tmp / "edges" / f"{meta['stem']}.absent.npy", local.astype(index_dtype(builder.count)))
+                meta["num_absent"] = int(local.size)
             relations_meta[src_type].append(meta)
             num_edges += meta["num_edges"]
         self._edges.clear()
         self._dangling.clear()
+        self._absent.clear()
         save_array(tmp / "nodes" / "degree.npy", degree.astype(index_dtype(int(degree.max(initial=0)))))
 
         types_meta = []

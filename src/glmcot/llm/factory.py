@@ -16,16 +16,13 @@ SPEC_HELP = (
 def make_backend(spec: str, **options: Any) -> LLMBackend:
     """Builds a backend from a spec string.
 
-    - ``scripted``: the scripted policy with Qwen-tokenizer counts; needs ``questions=`` (a
-      questions.jsonl path, records, or qid -> record) and, for Graph-CoT, ``code_runner=``.
-    - ``scripted+native:MODEL``: the scripted policy force-decoded through the native engine.
+    - ``scripted`` and ``scripted+SPEC``: the scripted policy, built by glmcot.agents.make_backend.
     - ``openai:URL`` / ``openai-completions:URL``: an OpenAI-compatible server (chat or completions);
       options: model, api_key, timeout_s, max_retries, stream, extra_body, tokenizer (a local
       tokenizer directory for counting when the server reports no usage; default Qwen),
       glmcot_extras (None: ask the server's /models whether it is glmcot serve).
     - ``openai+glmcot:URL`` / ``openai-completions+glmcot:URL``: the same, always sending glmcot
       serve's extra fields (segments, session, forced text, end_session).
-    - ``scripted+openai+glmcot:URL``: the scripted policy force-decoded through glmcot serve.
     - ``vllm+glmcot:URL``: a vLLM server with glmcot's plugin: token-id prompts with the segments'
       levels and the session (options: tokenizer, the served model's tokenizer directory, else the
       server's /tokenize; chat_template; and the openai options). Plain vLLM ignores the levels.
@@ -48,19 +45,8 @@ def make_backend(spec: str, **options: Any) -> LLMBackend:
 def _build(spec: str, options: dict[str, Any]) -> LLMBackend:
     kind, _, rest = spec.partition(":")
     if kind == "scripted" or kind.startswith("scripted+"):
-        from glmcot.llm.scripted import ScriptedBackend
-
-        questions = options.pop("questions", None)
-        if questions is None:
-            raise ValueError("the scripted backend needs questions=... (questions.jsonl or records)")
-        code_runner = options.pop("code_runner", None)
-        counter = options.pop("counter", None)
-        inner = None
-        if kind.startswith("scripted+"):
-            inner = _build(kind.split("+", 1)[1] + (":" + rest if rest else ""), options)
-        elif rest:
-            raise ValueError(f"unexpected text after 'scripted' in {spec!r}; did you mean scripted+native:{rest}?")
-        return ScriptedBackend(questions, inner=inner, code_runner=code_runner, counter=counter)
+        raise ValueError(f"{spec!r}: the scripted policy follows the agents' gold plans, so it is built by "
+                         "glmcot.agents.make_backend (with questions= and the agents' context)")
     base_kind, plus, flavour = kind.partition("+")
     if base_kind in ("vllm", "sglang"):
         return _build_engine_server(spec, base_kind, flavour, rest, options)

@@ -10,6 +10,7 @@ import threading
 from dataclasses import fields
 from typing import Any, Callable
 
+from glmcot.agents.trace import LLMCall
 from glmcot.llm import LLMBackend, LLMError, LLMRequest, LLMResponse
 from glmcot.serve.runtime import GraphHandle, Runtime
 
@@ -19,7 +20,7 @@ class ObservedBackend(LLMBackend):
     (the live SSE stream) and refuses new calls once the request is cancelled, so an abandoned
     question stops at its next LLM call instead of running to the end."""
 
-    def __init__(self, inner: LLMBackend, on_event: Callable[[dict], None] | None,
+    def __init__(self, inner: LLMBackend, on_event: Callable[[LLMCall], None] | None,
                  cancel: threading.Event) -> None:
         self.inner = inner
         self.on_event = on_event
@@ -32,8 +33,9 @@ class ObservedBackend(LLMBackend):
                            "server is shutting down")
         response = self.inner.complete(request)
         if self.on_event is not None:
-            self.on_event({"type": "llm", "agent": request.metadata.get("agent"),
-                           "metadata": dict(request.metadata), "response": response.to_dict()})
+            self.on_event(LLMCall(agent=str(request.metadata.get("agent") or "llm"), metadata=dict(request.metadata),
+                                  session=request.session or "", prompt_sha="", segments=[],
+                                  response=response.to_dict()))
         return response
 
     def end_session(self, session_id: str) -> None:
@@ -77,7 +79,7 @@ def backends_per_graph(runtime: Runtime, contexts: dict[str, Any]) -> dict[str, 
     if base is not None and runtime.engine is None:
         raise ValueError("the scripted policy force-decodes its text, which needs the native "
                          "engine (--model); an upstream --llm server cannot force-decode")
-    from glmcot.llm.scripted import ScriptedBackend
+    from glmcot.agents.scripted import ScriptedBackend
 
     return {name: ScriptedBackend(runtime.scripted_by_qid, inner=base,
                                   code_runner=context.run_code)

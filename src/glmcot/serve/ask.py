@@ -17,7 +17,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
-from glmcot.llm import formats
+from glmcot.agents.trace import LLMCall, Reasoning, SnippetRun, TraceEvent
 from glmcot.serve import errors, sse
 from glmcot.serve.schemas import (EVENT_VERSION, AskRequest, AskResponse, AskTiming, AskUsage,
                                   GraphInfo, GraphList)
@@ -67,49 +67,31 @@ EVENT_MODES = {
                 "done, because glmcot.agents offers no step callback",
     "replay": "the agent's trace is sent once the agent is done",
 }
-LLM_EVENT_NAMES = {"classify": "llm", "reason": "reasoning", "act": "snippet",
-                   "graphcot-thought": "thought", "graphcot-action": "action"}
-EVENT_NAMES = {"classify": "classification", "exec": "retrieval", "notebook": "notebook",
-               "graphcot-step": "step", "error": "agent-error", "result": "answer"}
+LLM_EVENT_NAMES = {"graphcot-thought": "thought", "graphcot-action": "action"}  # the rest: "llm"
+EVENT_NAMES = {"classify": "classification", "notebook": "notebook", "graphcot-step": "step",
+               "graphcot-config": "config", "error": "agent-error", "result": "answer"}
 
 
-def event_view(event: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """An agent trace event (glmcot.trace/1) as an SSE event name and a light payload.
-
-    LLM calls are sent without their prompt segments (instructions and notebook would repeat at
-    every step), with what the agent decided: the R-Agent's missing information ("missing") or
-    reasoning, the A-Agent's snippet, Graph-CoT's thought or action.
-    """
-    kind = event.get("type")
-    if kind == "llm":
-        metadata = event.get("metadata") or {}
-        agent = str(event.get("agent") or metadata.get("agent") or "llm")
-        response = event.get("response") or {}
-        text = response.get("text")
-        payload: dict[str, Any] = {
-            "agent": agent, "step": metadata.get("step"), "attempt": metadata.get("attempt"),
-            "text": text, "prompt_tokens": response.get("prompt_tokens"),
-            "cached_tokens": response.get("cached_tokens"),
-            "output_tokens": response.get("output_tokens"), "latency_s": response.get("latency_s")}
-        name = LLM_EVENT_NAMES.get(agent, "llm")
-        if agent == "reason" and isinstance(text, str):
-            try:
-                decision = formats.parse_reasoning(text)
-            except formats.FormatError:
-                decision = None
-            if decision is not None and decision.missing is not None:
-                name, payload["missing"] = "missing", decision.missing
-            elif decision is not None:
-                payload["answer"] = decision.answer
-        elif agent == "act" and isinstance(text, str):
-            try:
-                payload["code"] = formats.parse_code(text)
-            except formats.FormatError:
-                payload["code"] = None
-        return name, payload
-    if isinstance(kind, str):
-        return EVENT_NAMES.get(kind, kind), event
-    return "step", event
+def event_views(event: TraceEvent) -> list[tuple[str, dict[str, Any]]]:
+    """An agent trace event as SSE events (name, light payload). LLM calls are sent without their
+    prompt segments (instructions and notebook would repeat at every step); the agents' decisions
+    come from their own events: the R-Agent's missing information or answer, the A-Agent's
+    snippet and what the sandbox made of it."""
+    if isinstance(event, LLMCall):
+        response = event.response
+        return [(LLM_EVENT_NAMES.get(event.agent, "llm"), {
+            "agent": event.agent, "step": event.metadata.get("step"), "attempt": event.metadata.get("attempt"),
+            "text": response.get("text"), "prompt_tokens": response.get("prompt_tokens"),
+            "cached_tokens": response.get("cached_tokens"), "output_tokens": response.get("output_tokens"),
+            "latency_s": response.get("latency_s")})]
+    if isinstance(event, Reasoning):
+        if event.missing is not None:
+            return [("missing", {"step": event.step, "attempt": event.attempt, "missing": event.missing})]
+        return [("reasoning", {"step": event.step, "attempt": event.attempt, "answer": event.answer})]
+    if isinstance(event, SnippetRun):
+        return [("snippet", {"step": event.step, "attempt": event.attempt, "code": event.code}),
+                ("retrieval", jsonable(event.to_dict()))]
+    return [(EVENT_NAMES.get(event.KIND, event.KIND or "step"), jsonable(event.to_dict()))]
 
 
 @router.get("/v1/graphs", response_model=GraphList, tags=["Questions"])
@@ -148,7 +130,7 @@ def _response(state: Any, rid: str, body: AskRequest, graph: str, qid: str | Non
     timing = AskTiming(latency_s=result.latency_s, llm_time_s=result.llm_time_s,
                        retrieval_time_s=result.retrieval_time_s, queue_s=ticket.queue_s,
                        server_s=time.monotonic() - ticket.arrived)
-    trace = [jsonable(e) for e in result.trace] if body.options.include_trace else None
+    trace = [jsonable(e.to_dict()) for e in result.trace] if body.options.include_trace else None
     return AskResponse(id=rid, qid=qid, question=body.question, graph=graph, method=body.method,
                        policy=state.config.policy, answer=result.answer, failure=result.failure,
                        failure_detail=getattr(result, "failure_detail", None),
@@ -191,7 +173,7 @@ async def ask(body: AskRequest, request: Request):
 
     def on_event(event: Any) -> None:
         try:
-            loop.call_soon_threadsafe(events.put_nowait, jsonable(event))
+            loop.call_soon_threadsafe(events.put_nowait, event)
         except RuntimeError:
             pass
 
@@ -259,10 +241,10 @@ async def _stream(state: Any, rid: str, body: AskRequest, graph: str, qid: str |
                                            - time.monotonic()),
                                            return_when=asyncio.FIRST_COMPLETED)
             if getter in waited:
-                seq += 1
-                name, payload = event_view(getter.result())
-                answered |= name == "answer"
-                yield sse.event(payload, name=name, id=seq)
+                for name, payload in event_views(getter.result()):
+                    seq += 1
+                    answered |= name == "answer"
+                    yield sse.event(payload, name=name, id=seq)
             else:
                 getter.cancel()
                 if not waited:
@@ -272,13 +254,12 @@ async def _stream(state: Any, rid: str, body: AskRequest, graph: str, qid: str |
         result = done.result()
         if mode != "live":
             for event in result.trace:
-                event = jsonable(event)
-                if mode == "llm-live" and event.get("type") == "llm":
+                if mode == "llm-live" and isinstance(event, LLMCall):
                     continue   # already sent as it happened
-                seq += 1
-                name, payload = event_view(event)
-                answered |= name == "answer"
-                yield sse.event(payload, name=name, id=seq)
+                for name, payload in event_views(event):
+                    seq += 1
+                    answered |= name == "answer"
+                    yield sse.event(payload, name=name, id=seq)
         _record(state, graph, body.method, result)
         answer = _response(state, rid, body, graph, qid, result, ticket)
         if not answered:   # agents that end their trace without a result event

@@ -84,7 +84,7 @@ def _apply(runtime: Any, name: str, operations: list[dict]) -> dict:
         with new_service._lock:
             new_service._cache.update(kept)
         if config.scripted is not None and name in runtime.graph_backends:
-            from glmcot.llm.scripted import ScriptedBackend
+            from glmcot.agents.scripted import ScriptedBackend
 
             runtime.graph_backends[name] = ScriptedBackend(runtime.scripted_by_qid, inner=runtime.backend,
                                                            code_runner=new.run_code)

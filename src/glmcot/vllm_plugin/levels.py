@@ -25,29 +25,20 @@ def block_levels(spans: Sequence[tuple[int, int]], num_prompt_tokens: int, num_b
     """The level of each of a request's first `num_blocks` blocks (head to tail).
 
     A block takes the most protective level among the spans that overlap it (tokens after the
-    spans and generated tokens are level 4), then each block takes the minimum of its own and all
-    later blocks' levels, so the sequence never rises toward the head."""
-    bounds = []  # (start, end, level) of each span, in tokens
+    spans and generated tokens are level 4, the default), then each block takes the minimum of its
+    own and all later blocks' levels, so the sequence never rises toward the head."""
+    levels = [P4] * num_blocks
     start = 0
     for level, count in spans:
-        if count > 0:
-            bounds.append((start, start + count, level))
-            start += count
-    spans_end = min(start, num_prompt_tokens)
-    levels = []
-    index = 0
-    for block in range(num_blocks):
-        lo, hi = block * block_size, (block + 1) * block_size
-        while index < len(bounds) and bounds[index][1] <= lo:
-            index += 1
-        level = P4 if hi > spans_end else 5
-        j = index
-        while j < len(bounds) and bounds[j][0] < hi:
-            if bounds[j][0] < num_prompt_tokens:
-                level = min(level, bounds[j][2])
-            j += 1
-        levels.append(min(level, P4))
-    for i in range(len(levels) - 2, -1, -1):  # a parent is never less protected than its child
+        end = min(start + count, num_prompt_tokens)
+        if level < P4 and start < end:  # level 4 never lowers a minimum
+            for block in range(start // block_size, min((end - 1) // block_size + 1, num_blocks)):
+                if levels[block] > level:
+                    levels[block] = level
+        start += count
+        if start >= num_prompt_tokens:
+            break
+    for i in range(num_blocks - 2, -1, -1):  # a parent is never less protected than its child
         if levels[i + 1] < levels[i]:
             levels[i] = levels[i + 1]
     return levels

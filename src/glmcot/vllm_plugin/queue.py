@@ -145,9 +145,10 @@ class LeveledFreeBlockQueue(FreeKVCacheBlockQueue):
 
     # ---- internals
     def _file(self, block: KVCacheBlock, front: bool) -> None:
-        level = UNHASHED if block.block_hash is None else self.table.level(block.block_id)
+        block_id = block.block_id
+        level = UNHASHED if block.block_hash is None else self.table.level(block_id)
         entries = self._lists[level]
-        entries[block.block_id] = block
+        entries[block_id] = block
         seq = next(self._clock)
         if front:
             entries.move_to_end(block.block_id, last=False)

@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from glmcot.agents.sandbox import policy
 from glmcot.agents.sandbox.worker import JSONConnection
-from glmcot.llm.formats import valid_text
+from glmcot.agents.formats import valid_text
 
 
 @dataclass

@@ -1,7 +1,8 @@
 import pytest
 
-from glmcot.llm import LLMError, LLMRequest, Segment, formats
-from glmcot.llm.scripted import SCRIPTED_LABEL, ScriptedBackend
+from glmcot.agents import formats
+from glmcot.llm import LLMError, LLMRequest, Segment
+from glmcot.agents.scripted import SCRIPTED_LABEL, ScriptedBackend
 
 RECORD = {
     "qid": "q1",

@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from glmcot.llm import formats
+from glmcot.agents import formats
 from glmcot.llm.tokens import TokenCounter, qwen_counter
 from glmcot.llm.types import LineSplitter, LLMBackend, LLMError, LLMRequest, LLMResponse, cut_at_stop
 

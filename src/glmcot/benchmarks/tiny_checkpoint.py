@@ -1,4 +1,5 @@
-"""A tiny random Qwen3 checkpoint for a real vLLM engine (no downloads): 2 layers, hidden 128,
+"""A tiny random Qwen3 checkpoint for a real vLLM engine (no downloads; the vLLM tests and
+vllm_codesign use it): 2 layers, hidden 128,
 head size 64, 4096 positions, the project's trained byte-level BPE (vocabulary 2048)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 import pytest
 
-from glmcot.llm import formats
-from glmcot.llm.formats import Action, FormatError
+from glmcot.agents import formats
+from glmcot.agents.formats import Action, FormatError
 
 
 @pytest.mark.parametrize(
