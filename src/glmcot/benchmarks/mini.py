@@ -49,13 +49,18 @@ def retrieve_arguments(code: str | None) -> list[str]:
     return re.findall(r'RetrieveNode\("([^"]*)"\)', code or "")
 
 
+def _events(result) -> list[dict]:
+    """The trace as dicts (typed events or their JSON form)."""
+    return [event if isinstance(event, dict) else event.to_dict() for event in result.trace]
+
+
 def _first_exec(result) -> dict | None:
-    return next((event for event in result.trace if event.get("type") == "exec"), None)
+    return next((event for event in _events(result) if event.get("type") == "exec"), None)
 
 
 def code_errors(result) -> tuple[int, int]:
     """(failed snippets, of those the ones a later attempt at the same step fixed)."""
-    execs = [event for event in result.trace if event.get("type") == "exec"]
+    execs = [event for event in _events(result) if event.get("type") == "exec"]
     failed = repaired = 0
     for position, event in enumerate(execs):
         ok = (event.get("result") or {}).get("ok") and (event.get("result") or {}).get("output", "").strip()
