@@ -133,3 +133,18 @@ def test_ask_runs_the_agents_on_a_glmcot_mini_checkpoint(built):
                                       "--model", str(root / "ckpt"), "--max-steps", "2", "--json"])
     assert result.exit_code == 0, result.output
     assert "glmcot-mini" in result.output  # the compact-prompt backend answered, with real decoding
+
+
+def test_training_is_seeded(built):
+    from glmcot.engine.models.tokenizer import load_tokenizer
+    from glmcot.mini.config import preset
+    from glmcot.mini.train import train
+
+    root, _ = built
+    examples = read_examples(root / "work" / "train.jsonl")[:24]
+    tokenizer = load_tokenizer(root / "ckpt")
+    config = preset("tiny", max_steps=3, epochs=3, eval_every=0)
+    first, second = (train(config, examples, [], tokenizer) for _ in range(2))
+    assert [e["loss"] for e in first.log] == [e["loss"] for e in second.log] and len(first.log) == 3
+    other = train(preset("tiny", max_steps=3, epochs=3, seed=1), examples, [], tokenizer)
+    assert [e["loss"] for e in other.log] != [e["loss"] for e in first.log]
