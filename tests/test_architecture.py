@@ -20,10 +20,11 @@ ALLOWED = {
     "llm": {"contract", "engine", "offline", "vllm_plugin"},  # the plugin's wire format (a pure module)
     "agents": {"contract", "graph", "data", "llm"},
     "vllm_plugin": {"contract"},
-    "eval": {"contract", "graph", "data", "engine", "llm", "agents", "benchmarks", "offline"},
-    "benchmarks": {"contract", "graph", "data", "engine", "llm", "agents", "eval", "serve", "offline", "vllm_plugin"},
+    "mini": {"contract", "graph", "data", "engine", "llm", "agents"},  # glmcot-mini: trained on the agents' calls
+    "eval": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "benchmarks", "offline"},
+    "benchmarks": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "eval", "serve", "offline", "vllm_plugin"},
     "serve": {"contract", "graph", "data", "engine", "llm", "agents", "eval", "offline"},
-    "cli": {"contract", "graph", "data", "engine", "llm", "agents", "eval", "serve", "benchmarks", "offline"},
+    "cli": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "eval", "serve", "benchmarks", "offline"},
 }
 
 

@@ -14,6 +14,7 @@ from glmcot.data import commands as data_commands
 from glmcot.engine import commands as engine_commands
 from glmcot.eval import commands as eval_commands
 from glmcot.graph import commands as graph_commands
+from glmcot.mini import commands as mini_commands
 from glmcot.serve import commands as serve_commands
 
 app = typer.Typer(
@@ -30,6 +31,7 @@ app.add_typer(engine_commands.app, name="engine")
 agents_commands.register(app)
 eval_commands.register(app)
 serve_commands.register(app)
+mini_commands.register(app)
 
 
 def main() -> None:

@@ -126,7 +126,7 @@ def register(app: typer.Typer) -> None:
     def ask_command(
         question: str = typer.Argument(..., help="The question, in quotes."),
         graph: Path = typer.Option(..., "--graph", help="Graph store folder (glmcot graph import / glmcot data synth)."),
-        model: Optional[str] = typer.Option(None, "--model", help="Local checkpoint folder for the native engine."),
+        model: Optional[str] = typer.Option(None, "--model", help="Local checkpoint folder for the native engine, or glmcot-mini (glmcot train-mini builds it)."),
         llm: Optional[str] = typer.Option(None, "--llm", help="OpenAI-compatible server URL, e.g. http://localhost:8000/v1 [env GLMCOT_LLM]."),
         llm_model: Optional[str] = typer.Option(None, "--llm-model", help=_LLM_MODEL_HELP),
         llm_api_key: Optional[str] = typer.Option(None, "--llm-api-key", help=_LLM_API_KEY_HELP),
@@ -161,7 +161,7 @@ def register(app: typer.Typer) -> None:
         questions: Path = typer.Option(..., "--questions", help="questions.jsonl (glmcot data synth) or a GRBench file."),
         graph: Optional[Path] = typer.Option(None, "--graph", help="Graph store folder (not needed for --method base)."),
         method: str = typer.Option("glm", help="glm, graphcot (faithful to the original), graphcot-repaired (stronger), both (graphcot,glm), base, text-rag, graph-rag; comma-separated for several."),
-        model: Optional[str] = typer.Option(None, "--model", help="Local checkpoint or random:qwen3:<size> on the native engine."),
+        model: Optional[str] = typer.Option(None, "--model", help="Local checkpoint, glmcot-mini or random:qwen3:<size> on the native engine."),
         llm: Optional[str] = typer.Option(None, "--llm", help="OpenAI-compatible server URL [env GLMCOT_LLM]."),
         llm_model: Optional[str] = typer.Option(None, "--llm-model", help=_LLM_MODEL_HELP),
         llm_api_key: Optional[str] = typer.Option(None, "--llm-api-key", help=_LLM_API_KEY_HELP),

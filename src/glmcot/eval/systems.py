@@ -117,6 +117,8 @@ def backend_spec(config: EvalConfig, scripted: bool) -> str:
             return config.llm
         return f"openai:{config.llm}"
     if config.model:
+        if config.model == "glmcot-mini":  # resolved (or a clear error with the build command) by the backend
+            return "native:glmcot-mini"
         if not config.model.startswith("random:") and not Path(config.model).expanduser().is_dir():
             raise SetupError(f"--model must be a local checkpoint folder or random:qwen3:<size>; "
                              f"not found: {config.model}")
@@ -124,11 +126,19 @@ def backend_spec(config: EvalConfig, scripted: bool) -> str:
     raise SetupError("no model: give --model PATH, --llm URL or --scripted")
 
 
+def _is_mini(model: str) -> bool:
+    from glmcot.mini.backend import wants_mini
+
+    return wants_mini(model)
+
+
 def describe_backend(config: EvalConfig, scripted: bool) -> str:
     if scripted:
         return f"scripted policy on {config.model or DEFAULT_SCRIPTED_MODEL} (random weights: system measurement)"
     if config.llm:
         return f"{config.llm_model or 'server default model'} at {config.llm}"
+    if not scripted and config.model and _is_mini(config.model):
+        return f"native engine, {config.model} (glmcot-mini, trained on synthetic data)"
     return f"native engine, {config.model}"
 
 
@@ -159,7 +169,12 @@ def answer_backend(config: EvalConfig, scripted_questions: Any = None, context: 
         options["questions"] = (str(scripted_questions) if isinstance(scripted_questions, Path)
                                 else scripted_questions)
     try:
-        backend = make_backend(spec, context=context, **options)
+        if spec.startswith("native:") and _is_mini(spec.partition(":")[2]):
+            from glmcot.mini.backend import mini_backend  # its compact prompts over the native engine
+
+            backend = mini_backend(spec.partition(":")[2], **options)
+        else:
+            backend = make_backend(spec, context=context, **options)
     except (ValueError, OSError) as exc:
         raise SetupError(f"cannot start the LLM backend {spec}: {exc}") from None
     try:

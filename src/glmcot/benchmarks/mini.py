@@ -1,0 +1,261 @@
+"""glmcot-mini benchmark: the trained checkpoint drives the GLM agents with REAL DECODING on the
+native engine (no scripted policy in the answering loop).
+
+1. Held-out synthetic graphs (seeds never trained on): EM and ROUGE-L per domain and template,
+   against the scripted ceiling on the same questions (the gold plans: what a perfect model
+   gets with this retriever); C-Agent false positives (said deterministic, template is not) and
+   false negatives; code errors and how many fault tolerance repaired; failure categories
+   (Table 5); tokens, calls and latency per question.
+2. The real GRBench question texts (data/grbench/*.jsonl, written by others): there is no graph
+   for them, so only behaviour is checked: the C-Agent's label against the template's
+   determinism, and whether the first snippet has the gold plan's shape (the same primitives and
+   relations as the template's gold code on a synthetic graph) with RetrieveNode arguments copied
+   from the question.
+
+What these numbers mean: in-distribution skill on GRBench's templates, not general reasoning.
+
+    python -m glmcot.benchmarks.mini --model glmcot-mini --questions 2 --grbench-per-template 1
+"""
+
+from __future__ import annotations
+
+from glmcot.offline import stay_offline
+
+import argparse
+import json
+import re
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+DOMAINS = ("dblp", "amazon", "goodreads", "biomedical", "legal")
+PRIMITIVES = ("RetrieveNode", "NeighbourCheck", "NodeFeature", "NodeDegree")
+LABEL = "glmcot-mini (trained on synthetic data), real decoding"
+
+
+def plan_shape(code: str | None) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The primitives called, in order, and the relation/feature names passed to them."""
+    if not code:
+        return (), frozenset()
+    calls = tuple(match.group(1) for match in re.finditer(r"\b(" + "|".join(PRIMITIVES) + r")\(", code))
+    names = frozenset(re.findall(r'(?:NeighbourCheck|NodeFeature|NodeDegree)\([^,()]+,\s*"([^"]+)"', code))
+    return calls, names
+
+
+def retrieve_arguments(code: str | None) -> list[str]:
+    return re.findall(r'RetrieveNode\("([^"]*)"\)', code or "")
+
+
+def _events(result) -> list[dict]:
+    """The trace as dicts (typed events or their JSON form)."""
+    return [event if isinstance(event, dict) else event.to_dict() for event in result.trace]
+
+
+def _first_exec(result) -> dict | None:
+    return next((event for event in _events(result) if event.get("type") == "exec"), None)
+
+
+def code_errors(result) -> tuple[int, int]:
+    """(failed snippets, of those the ones a later attempt at the same step fixed)."""
+    execs = [event for event in _events(result) if event.get("type") == "exec"]
+    failed = repaired = 0
+    for position, event in enumerate(execs):
+        ok = (event.get("result") or {}).get("ok") and (event.get("result") or {}).get("output", "").strip()
+        if not ok:
+            failed += 1
+            later = [e for e in execs[position + 1:] if e.get("step") == event.get("step")]
+            if any((e.get("result") or {}).get("ok") and (e.get("result") or {}).get("output", "").strip() for e in later):
+                repaired += 1
+    return failed, repaired
+
+
+def pick(records: list[dict], count: int) -> list[dict]:
+    """`count` questions per template, in file order."""
+    seen: Counter = Counter()
+    chosen = []
+    for record in records:
+        if seen[record["template"]] < count:
+            seen[record["template"]] += 1
+            chosen.append(record)
+    return chosen
+
+
+def ensure_graph(domain: str, seed: int, root: Path, per_template: int) -> Path:
+    from glmcot.data.synth.generate import SynthConfig, generate
+
+    out = root / f"{domain}-{seed}"
+    if not (out / "questions.jsonl").is_file():
+        generate(SynthConfig(domain, seed=seed, questions_per_template=per_template), out, force=True)
+    return out
+
+
+def held_out(args, console: Console, backend_for) -> dict:
+    from glmcot.agents import AgentConfig, AgentContext, make_backend, run_questions
+    from glmcot.agents.runner import summarise
+    from glmcot.eval.metrics import exact_match, rouge_l
+
+    report = {}
+    for domain in args.domains:
+        data = ensure_graph(domain, args.seed, args.data_dir, max(4, args.questions))
+        records = pick([json.loads(l) for l in (data / "questions.jsonl").read_text(encoding="utf-8").splitlines() if l.strip()],
+                       args.questions)
+        records = records[: args.limit] if args.limit else records
+        by_qid = {r["qid"]: r for r in records}
+        config = AgentConfig(domain=domain, max_rounds=args.max_rounds, act_max_tokens=args.max_tokens,
+                             reason_max_tokens=args.max_tokens, classify_max_tokens=64)
+        with AgentContext(data, retriever="lexical", workers=1, domain=domain) as context:
+            started = time.perf_counter()
+            results = run_questions(records, method="glm", backend=backend_for(), context=context, config=config,
+                                    concurrency=args.concurrency, traces=None)
+            wall = time.perf_counter() - started
+            ceiling = []
+            if args.ceiling:
+                scripted = make_backend("scripted", questions=records, context=context)
+                ceiling = run_questions(records, method="glm", backend=scripted, context=context, config=AgentConfig(domain=domain),
+                                        concurrency=1, traces=None)
+        row = summarise(results)
+        row["wall_s"] = wall
+        golds = [by_qid[r.qid]["answer"] for r in results]
+        row["em"] = sum(exact_match(r.answer, g) for r, g in zip(results, golds)) / len(results)
+        row["rouge_l"] = sum(rouge_l(r.answer, g) for r, g in zip(results, golds)) / len(results)
+        if ceiling:
+            row["ceiling_em"] = sum(exact_match(r.answer, by_qid[r.qid]["answer"]) for r in ceiling) / len(ceiling)
+            row["ceiling_rouge_l"] = sum(rouge_l(r.answer, by_qid[r.qid]["answer"]) for r in ceiling) / len(ceiling)
+        truth = [bool(by_qid[r.qid]["deterministic"]) and len(by_qid[r.qid]["plan"]["glm"]) == 1 for r in results]
+        said = [bool(r.deterministic) for r in results]
+        row["c_agent"] = {"accuracy": sum(s == t for s, t in zip(said, truth)) / len(results),
+                          "false_positive": sum(s and not t for s, t in zip(said, truth)),
+                          "false_negative": sum(t and not s for s, t in zip(said, truth))}
+        errors = [code_errors(r) for r in results]
+        row["code_errors"] = sum(e[0] for e in errors)
+        row["code_errors_repaired"] = sum(e[1] for e in errors)
+        templates = defaultdict(lambda: {"n": 0, "em": 0.0, "rouge_l": 0.0})
+        for r, gold in zip(results, golds):
+            cell = templates[by_qid[r.qid]["template"]]
+            cell["n"] += 1
+            cell["em"] += exact_match(r.answer, gold)
+            cell["rouge_l"] += rouge_l(r.answer, gold)
+        row["by_template"] = {t: {"n": c["n"], "em": c["em"] / c["n"], "rouge_l": c["rouge_l"] / c["n"]} for t, c in sorted(templates.items())}
+        row["examples"] = [{"qid": r.qid, "question": r.question, "answer": r.answer[:200], "gold": by_qid[r.qid]["answer"][:200],
+                            "failure": r.failure} for r in results[:3]]
+        report[domain] = row
+        console.print(f"[dim]{domain}: {len(results)} held-out questions in {wall:.0f} s[/dim]")
+    return report
+
+
+def grbench(args, console: Console, backend_for) -> dict:
+    """Real GRBench wordings through C and the first A call (max_rounds=1, no retries)."""
+    from glmcot.agents import AgentConfig, AgentContext, run_questions
+    from glmcot.data.grbench import load_grbench
+
+    report = {}
+    for domain in args.domains:
+        path = args.grbench / f"{domain}.jsonl"
+        if not path.is_file():
+            console.print(f"[yellow]no {path}; skipping GRBench {domain}[/yellow]")
+            continue
+        data = ensure_graph(domain, args.seed, args.data_dir, max(4, args.questions))
+        gold_shapes = {}
+        for line in (data / "questions.jsonl").read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            gold_shapes.setdefault(record["template"], plan_shape(record["plan"]["glm"][0]["code"]))
+        records = [r.to_json() for r in load_grbench(path)]
+        records = pick([r for r in records if r["template"] in gold_shapes], args.grbench_per_template)
+        records = records[: args.limit] if args.limit else records
+        config = AgentConfig(domain=domain, max_rounds=1, max_code_retries=0, act_max_tokens=args.max_tokens,
+                             reason_max_tokens=args.max_tokens, classify_max_tokens=64)
+        with AgentContext(data, retriever="lexical", workers=1, domain=domain) as context:
+            results = run_questions(records, method="glm", backend=backend_for(), context=context, config=config,
+                                    concurrency=args.concurrency, traces=None)
+        by_qid = {r["qid"]: r for r in records}
+        cells = defaultdict(lambda: Counter())
+        for result in results:
+            record = by_qid[result.qid]
+            cell = cells[record["template"]]
+            cell["n"] += 1
+            cell["label_ok"] += bool(result.deterministic) == bool(record["deterministic"])
+            first = _first_exec(result)
+            code = first.get("code") if first else None
+            calls, names = plan_shape(code)
+            gold_calls, gold_names = gold_shapes[record["template"]]
+            cell["shape_ok"] += bool(code) and calls == gold_calls and names == gold_names
+            arguments = retrieve_arguments(code)
+            question = record["question"].lower()
+            cell["retrieve_from_question"] += bool(arguments) and all(a.strip().lower() in question for a in arguments if a.strip())
+            cell["snippet"] += bool(code)
+        report[domain] = {t: dict(c) for t, c in sorted(cells.items())}
+        console.print(f"[dim]GRBench {domain}: {len(results)} real questions[/dim]")
+    return report
+
+
+def main(argv: list[str] | None = None) -> None:
+    stay_offline()
+    parser = argparse.ArgumentParser(prog="python -m glmcot.benchmarks.mini", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="glmcot-mini", help="glmcot-mini (the default folder) or a checkpoint path.")
+    parser.add_argument("--domains", default=",".join(DOMAINS), help="Comma-separated domains.")
+    parser.add_argument("--seed", type=int, default=1001, help="Held-out graph seed (must not be a training seed).")
+    parser.add_argument("--questions", type=int, default=1, help="Held-out questions per template.")
+    parser.add_argument("--limit", type=int, default=0, help="At most this many questions per domain and part (0: no cap).")
+    parser.add_argument("--grbench", type=Path, default=Path("data/grbench"), help="Folder of GRBench *.jsonl question files.")
+    parser.add_argument("--grbench-per-template", type=int, default=1, help="Real GRBench questions per template (0: skip).")
+    parser.add_argument("--data-dir", type=Path, default=Path("runs/mini/heldout"), help="Where held-out graphs are synthesised.")
+    parser.add_argument("--max-rounds", type=int, default=3, help="R/A rounds per question.")
+    parser.add_argument("--max-tokens", type=int, default=160, help="Token cap per R/A reply.")
+    parser.add_argument("--concurrency", type=int, default=2, help="Questions in flight.")
+    parser.add_argument("--threads", type=int, default=2, help="Engine CPU threads.")
+    parser.add_argument("--no-ceiling", dest="ceiling", action="store_false", help="Skip the scripted ceiling.")
+    parser.add_argument("--out", type=Path, default=Path("runs/mini/benchmark.json"), help="JSON report.")
+    args = parser.parse_args(argv)
+    args.domains = [d.strip() for d in args.domains.split(",") if d.strip()]
+    console = Console(width=160)
+    from glmcot.mini.checkpoint import resolve
+    from glmcot.mini.backend import mini_backend
+
+    try:
+        folder = resolve(args.model)
+    except FileNotFoundError as error:
+        raise SystemExit(str(error)) from None
+    training = json.loads((folder / "training.json").read_text(encoding="utf-8")) if (folder / "training.json").is_file() else {}
+    backend = mini_backend(str(folder), num_threads=args.threads)
+    try:
+        report = {"label": LABEL, "model": str(folder), "training": {k: training.get(k) for k in
+                  ("command", "parameters", "steps", "tokens_seen", "train_wall_s", "final_eval_loss", "code_version")},
+                  "seed": args.seed, "meaning": "in-distribution skill on GRBench's templates, not general reasoning"}
+        report["held_out"] = held_out(args, console, lambda: backend)
+        if args.grbench_per_template:
+            report["grbench"] = grbench(args, console, lambda: backend)
+    finally:
+        backend.close()
+    table = Table(title=f"glmcot-mini on held-out seed {args.seed}: {LABEL}")
+    for column in ("domain", "n", "EM", "ROUGE-L", "ceiling EM", "C acc", "C FP", "C FN", "code err", "repaired", "tok/q", "calls/q", "latency s"):
+        table.add_column(column, justify="right")
+    for domain, row in report["held_out"].items():
+        table.add_row(domain, str(row["questions"]), f"{row['em']:.2f}", f"{row['rouge_l']:.2f}", f"{row.get('ceiling_em', float('nan')):.2f}",
+                      f"{row['c_agent']['accuracy']:.2f}", str(row["c_agent"]["false_positive"]), str(row["c_agent"]["false_negative"]),
+                      str(row["code_errors"]), str(row["code_errors_repaired"]), f"{row['tokens_per_question']:.0f}",
+                      f"{row['calls_per_question']:.1f}", f"{row['latency_s']:.1f}")
+    console.print(table)
+    if report.get("grbench"):
+        grb = Table(title="Real GRBench wordings: C label vs template determinism; first snippet's plan shape")
+        for column in ("domain", "n", "label ok", "snippet", "shape ok", "RetrieveNode from question"):
+            grb.add_column(column, justify="right")
+        for domain, cells in report["grbench"].items():
+            total = Counter()
+            for cell in cells.values():
+                total.update(cell)
+            grb.add_row(domain, str(total["n"]), str(total["label_ok"]), str(total["snippet"]), str(total["shape_ok"]),
+                        str(total["retrieve_from_question"]))
+        console.print(grb)
+    console.print("These are in-distribution skills on GRBench's templates (synthetic graphs), not general reasoning.")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_name(f".{args.out.name}.tmp")
+    tmp.write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
+    tmp.replace(args.out)
+    console.print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

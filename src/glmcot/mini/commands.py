@@ -1,0 +1,41 @@
+"""`glmcot train-mini`: build the glmcot-mini checkpoint in one command."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("train-mini")
+    def train_mini(
+        preset: str = typer.Option("cpu", "--preset", help="tiny (tests, seconds), cpu (about 20 minutes on 2 cores) or gpu."),
+        out: Optional[Path] = typer.Option(None, "--out", help="Checkpoint folder (default: <cache dir>/models/glmcot-mini)."),
+        work_dir: Optional[Path] = typer.Option(None, "--work-dir", help="Graphs and examples (default: OUT.work beside the checkpoint)."),
+        max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Stop training at this wall time (preset's cap otherwise)."),
+        max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after this many optimiser steps."),
+        seed: Optional[int] = typer.Option(None, "--seed", help="Model initialisation and batch order seed."),
+        threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
+        device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda (the preset's otherwise)."),
+        as_json: bool = typer.Option(False, "--json", help="Print training.json when done."),
+    ) -> None:
+        """Trains glmcot-mini on the scripted policy's GLM calls over synthetic graphs and writes a
+        standard checkpoint folder (native engine, transformers, vLLM)."""
+        from glmcot.mini.checkpoint import default_path
+        from glmcot.mini.config import preset as make_preset
+        from glmcot.mini.pipeline import build
+
+        try:
+            config = make_preset(preset, max_minutes=max_minutes, max_steps=max_steps, seed=seed, threads=threads, device=device)
+        except ValueError as error:
+            raise typer.BadParameter(str(error), param_hint="--preset") from None
+        target = out or default_path()
+        work = work_dir or target.with_name(target.name + ".work")
+        say = (lambda line: print(line, file=sys.stderr)) if as_json else (lambda line: print(line, flush=True))
+        record = build(config, target, work, preset_name=preset, say=say)
+        if as_json:
+            sys.stdout.write(json.dumps(record, indent=2) + "\n")

@@ -1,0 +1,201 @@
+"""Training examples for glmcot-mini: the scripted policy answers the GLM agent's C/R/A calls over
+synthetic graphs of every domain, and each call becomes one (compact prompt, reply) pair.
+
+Fault turns: on some questions the first A-Agent snippet is replaced by a broken one (a syntax
+error, an unknown name, a wrong relation); the agent sends the error back and the scripted policy
+writes the gold snippet, so the model sees the repair turn. The broken snippet itself is never a
+training target. Evaluation seeds are disjoint from training seeds (`split_seeds`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import threading
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from glmcot.data.schemas import DOMAINS
+from glmcot.llm.types import LLMBackend, LLMRequest, LLMResponse, cut_at_stop
+from glmcot.mini.compact import compact_segments
+
+DATA_FORMAT = "glmcot-mini-examples/1"
+
+
+@dataclass
+class Example:
+    """One agent call: the compact prompt's segment texts and the reply the model must write
+    (ending with the stop string the agent waits for)."""
+
+    domain: str
+    seed: int
+    qid: str
+    template: str
+    agent: str
+    step: int
+    attempt: int
+    segments: list[str]
+    reply: str
+    repair: bool = False  # the prompt carries a failed snippet and its error
+
+    @property
+    def prompt(self) -> str:
+        return "".join(self.segments)
+
+
+@dataclass
+class DataConfig:
+    domains: tuple[str, ...] = DOMAINS
+    train_seeds: tuple[int, ...] = (1, 2, 3)
+    eval_seeds: tuple[int, ...] = (1001,)
+    questions_per_template: int = 4
+    fault_rate: float = 0.25  # share of questions whose first snippet is broken
+    workers: int = 2
+
+
+@dataclass
+class Collected:
+    train: list[Example] = field(default_factory=list)
+    eval: list[Example] = field(default_factory=list)
+    eval_questions: dict[str, list[dict]] = field(default_factory=dict)  # "domain/seed" -> records
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def split_seeds(config: DataConfig) -> None:
+    overlap = set(config.train_seeds) & set(config.eval_seeds)
+    if overlap:
+        raise ValueError(f"seeds {sorted(overlap)} are both training and evaluation seeds; evaluation graphs must be held out")
+
+
+def broken_snippet(code: str, kind: int) -> str:
+    """A wrong version of a gold snippet: what a model might write first."""
+    if kind % 3 == 0:
+        return code.replace("print(", "print((", 1)  # an unclosed parenthesis
+    if kind % 3 == 1:
+        return re.sub(r"\bfound\b|\bnode\b", "nodes_found", code, count=1)  # an undefined name
+    relation = re.search(r'NeighbourCheck\(([^,]+), "([^"]+)"\)', code)
+    if relation:
+        return code.replace(f'"{relation.group(2)}"', f'"{relation.group(2)}_of"', 1)
+    return code.replace("print(", "print(undefined_value, ", 1)
+
+
+class Collector(LLMBackend):
+    """Wraps the scripted policy: records each call as an Example and, on chosen questions,
+    answers the first A-Agent attempt with a broken snippet."""
+
+    def __init__(self, scripted, records: dict[str, dict], *, domain: str, seed: int, fault_rate: float):
+        self.scripted = scripted
+        self.records = records
+        self.domain, self.seed, self.fault_rate = domain, seed, fault_rate
+        self.label = scripted.label
+        self.examples: list[Example] = []
+        self._lock = threading.Lock()
+
+    def _faulty(self, qid: str) -> bool:
+        return (zlib.crc32(f"{self.seed}/{qid}".encode()) % 1000) < self.fault_rate * 1000
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        meta = request.metadata
+        agent, qid = str(meta.get("agent")), str(meta.get("qid"))
+        attempt, step = int(meta.get("attempt", 0)), int(meta.get("step", 0))
+        full = self.scripted.script(request)
+        text, found = cut_at_stop(full, request.stop)
+        reply = text + (next(s for s in request.stop if full[len(text):].startswith(s)) if found else "")
+        segments = compact_segments(list(request.segments), agent)
+        example = Example(self.domain, self.seed, qid, str(self.records.get(qid, {}).get("template", "")), agent, step, attempt,
+                          [s.text for s in segments], reply, repair=agent == "act" and attempt > 0)
+        if agent == "act" and attempt == 0 and self._faulty(qid):
+            code = re.search(r"<code>\n?(.*?)\n?</code>", full, re.S)
+            if code:
+                bad = broken_snippet(code.group(1), zlib.crc32(qid.encode()) + step)
+                return LLMResponse(f"<code>\n{bad}\n", 1, 0, 1, 0.0, backend=self.label)
+        with self._lock:
+            self.examples.append(example)
+        return self.scripted.complete(request)
+
+    def end_session(self, session_id: str) -> None:
+        self.scripted.end_session(session_id)
+
+
+def collect_graph(graph_dir: Path, domain: str, seed: int, fault_rate: float, workers: int = 2) -> tuple[list[Example], list[dict]]:
+    """Runs the GLM agent with the scripted policy over one graph's questions."""
+    from glmcot.agents import AgentContext
+    from glmcot.agents.config import AgentConfig
+    from glmcot.agents.runner import make_backend, run_questions
+
+    records = [json.loads(line) for line in (graph_dir / "questions.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    context = AgentContext(graph_dir, retriever="lexical", workers=workers, domain=domain)
+    try:
+        scripted = make_backend("scripted", questions=records, context=context, counter=_CharCounter())
+        collector = Collector(scripted, {str(r["qid"]): r for r in records}, domain=domain, seed=seed, fault_rate=fault_rate)
+        run_questions(records, method="glm", backend=collector, context=context, config=AgentConfig(domain=domain),
+                      concurrency=workers, traces=None)
+    finally:
+        context.close()
+    order = {str(r["qid"]): i for i, r in enumerate(records)}
+    examples = sorted(collector.examples, key=lambda e: (order.get(e.qid, 0), e.step, e.agent, e.attempt))
+    return examples, records
+
+
+class _CharCounter:
+    """Token counts are not needed while collecting; avoid loading the Qwen tokenizer."""
+
+    def count(self, text: str) -> int:
+        return max(1, len(text) // 4)
+
+
+def collect(config: DataConfig, work_dir: str | Path, progress: Callable[[str], None] | None = None) -> Collected:
+    """Synthetic graphs for every (domain, seed), then their examples; eval seeds go to `eval`."""
+    from glmcot.data.synth.generate import SynthConfig, generate
+
+    split_seeds(config)
+    work = Path(work_dir)
+    out = Collected()
+    for seed in (*config.train_seeds, *config.eval_seeds):
+        held_out = seed in config.eval_seeds
+        for domain in config.domains:
+            graph_dir = work / f"{domain}-{seed}"
+            if not (graph_dir / "questions.jsonl").is_file():
+                generate(SynthConfig(domain, seed=seed, questions_per_template=config.questions_per_template), graph_dir, force=True)
+            examples, records = collect_graph(graph_dir, domain, seed, 0.0 if held_out else config.fault_rate, config.workers)
+            (out.eval if held_out else out.train).extend(examples)
+            if held_out:
+                out.eval_questions[f"{domain}/{seed}"] = records
+            if progress:
+                progress(f"{domain} seed {seed}: {len(examples)} calls")
+    out.counts = {"train_examples": len(out.train), "eval_examples": len(out.eval),
+                  "train_repair_examples": sum(e.repair for e in out.train),
+                  "eval_questions": sum(len(v) for v in out.eval_questions.values())}
+    return out
+
+
+def write_examples(examples: Iterable[Example], path: str | Path) -> int:
+    """JSON Lines, one example a line (written atomically)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    count = 0
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        for example in examples:
+            handle.write(json.dumps({"format": DATA_FORMAT, **asdict(example)}, ensure_ascii=False) + "\n")
+            count += 1
+    os.replace(tmp, path)
+    return count
+
+
+def read_examples(path: str | Path) -> list[Example]:
+    examples = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}:{number}: not JSON ({error.msg})") from None
+        record.pop("format", None)
+        examples.append(Example(**record))
+    return examples

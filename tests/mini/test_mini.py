@@ -1,0 +1,150 @@
+"""glmcot-mini: examples from the scripted policy, a training run whose loss falls, a standard
+checkpoint (native engine == transformers, greedy), and the GLM loop on real decoding."""
+
+import json
+
+import pytest
+
+from glmcot.mini.data import DataConfig, Example, broken_snippet, read_examples, split_seeds, write_examples
+
+
+def test_examples_cover_the_agents_and_the_repair_turn(built):
+    root, record = built
+    train = read_examples(root / "work" / "train.jsonl")
+    held = read_examples(root / "work" / "eval.jsonl")
+    assert {e.agent for e in train} == {"classify", "reason", "act"}
+    assert {e.seed for e in train} == {1} and {e.seed for e in held} == {1001}
+    assert record["data"]["train_seeds"] == [1] and record["data"]["eval_seeds"] == [1001]
+    # Shared prompts are compacted to a tag; the question is still there.
+    assert all(e.segments[0].startswith("<<glmcot-mini ") for e in train)
+    classify = next(e for e in train if e.agent == "classify")
+    assert "Question: " in classify.prompt and classify.reply.startswith("<label>")
+    acts = [e for e in train if e.agent == "act"]
+    assert all(e.reply.startswith("<code>") and e.reply.endswith("</code>") for e in acts)
+    repairs = [e for e in train if e.repair]
+    assert repairs and record["data"]["train_repair_examples"] == len(repairs)
+    # The repair prompt holds the broken snippet and its error; the target is the gold snippet.
+    assert all("failed" in e.prompt or "printed nothing" in e.prompt for e in repairs)
+    assert all(e.reply.startswith("<code>") for e in repairs)
+    assert not any(e.repair for e in held), "no faults are injected into held-out graphs"
+
+
+def test_examples_round_trip_and_seeds_must_be_disjoint(tmp_path):
+    example = Example("dblp", 3, "q1", "dblp/0", "act", 0, 0, ["<<glmcot-mini act>>\n", "Needed: x\n"], "<code>\nprint(1)\n</code>")
+    assert write_examples([example], tmp_path / "e.jsonl") == 1
+    assert read_examples(tmp_path / "e.jsonl") == [example]
+    (tmp_path / "bad.jsonl").write_text("{not json\n")
+    with pytest.raises(ValueError, match="bad.jsonl:1"):
+        read_examples(tmp_path / "bad.jsonl")
+    with pytest.raises(ValueError, match="held out"):
+        split_seeds(DataConfig(train_seeds=(1, 2), eval_seeds=(2,)))
+
+
+def test_broken_snippets_differ_from_the_gold_one():
+    gold = 'node = RetrieveNode("A")\nfound = NeighbourCheck(node, "author")\nprint(len(found))'
+    broken = {broken_snippet(gold, kind) for kind in range(3)}
+    assert gold not in broken and len(broken) == 3
+
+
+def test_training_loss_falls_and_is_recorded(built):
+    root, record = built
+    log = json.loads((root / "ckpt" / "train_log.json").read_text())["train"]
+    assert record["steps"] == 8 and log[0]["step"] == 1
+    assert log[-1]["loss"] < log[0]["loss"]
+    assert record["tokens_seen"] > record["reply_tokens_seen"] > 0
+    saved = json.loads((root / "ckpt" / "training.json").read_text())
+    assert saved["model"] == "glmcot-mini" and saved["command"] == "test" and saved["data"]["eval_seeds"] == [1001]
+    assert (root / "ckpt" / "loss.png").stat().st_size > 0
+
+
+def test_checkpoint_greedy_tokens_match_transformers(built):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from glmcot.engine import LLM, SamplingParams
+
+    root, _ = built
+    folder = str(root / "ckpt")
+    llm = LLM(model=folder)
+    prompt = "<<glmcot-mini act>>\nNeeded: the authors of \"Graph Learning\"\n"
+    ids = llm.tokenizer.encode(prompt)
+    engine = llm.generate([ids], SamplingParams(max_tokens=12, temperature=0.0, ignore_eos=True))[0].token_ids
+    model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    with torch.no_grad():
+        reference = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long), max_new_tokens=12,
+                                   min_new_tokens=12, do_sample=False, eos_token_id=None, pad_token_id=0)[0, len(ids):].tolist()
+    assert list(engine) == reference
+
+
+def test_missing_checkpoint_names_the_build_command(tmp_path):
+    from glmcot.mini.checkpoint import resolve
+
+    with pytest.raises(FileNotFoundError, match="glmcot train-mini --preset cpu"):
+        resolve(str(tmp_path / "nowhere"))
+
+
+def test_agents_run_end_to_end_on_real_decoding(built):
+    from glmcot.agents import AgentContext
+    from glmcot.agents.config import AgentConfig
+    from glmcot.agents.records import QuestionResult
+    from glmcot.agents.runner import run_questions
+    from glmcot.mini.backend import mini_backend
+
+    root, _ = built
+    graph = root / "work" / "graphs" / "dblp-1001"
+    records = [json.loads(line) for line in (graph / "questions.jsonl").read_text().splitlines()][:3]
+    context = AgentContext(graph, retriever="lexical", workers=1, domain="dblp")
+    backend = mini_backend(str(root / "ckpt"))
+    try:
+        assert "glmcot-mini" in backend.label
+        config = AgentConfig(domain="dblp", max_rounds=2, max_code_retries=1, act_max_tokens=48, reason_max_tokens=24,
+                             classify_max_tokens=16)
+        results = run_questions(records, method="glm", backend=backend, context=context, config=config, concurrency=1)
+    finally:
+        backend.close()
+        context.close()
+    assert len(results) == 3 and all(isinstance(r, QuestionResult) for r in results)
+    known = {None, "", "unexpected_output", "retrieval_error", "code_error", "step_limit", "backend_error"}
+    assert all(r.failure in known for r in results)
+    assert all(r.llm_calls >= 2 and r.output_tokens > 0 for r in results)  # the model really decoded
+
+
+def test_ask_with_glmcot_mini_and_no_checkpoint_says_how_to_build_it(tmp_path, monkeypatch, built):
+    from typer.testing import CliRunner
+
+    from glmcot.cli import app
+
+    root, _ = built
+    monkeypatch.setenv("GLMCOT_CACHE_DIR", str(tmp_path / "cache"))
+    graph = root / "work" / "graphs" / "dblp-1001" / "graph"
+    result = CliRunner().invoke(app, ["ask", "Who wrote x?", "--graph", str(graph), "--model", "glmcot-mini"])
+    assert result.exit_code != 0
+    assert "glmcot train-mini --preset cpu" in " ".join(result.output.split())
+
+
+def test_ask_runs_the_agents_on_a_glmcot_mini_checkpoint(built):
+    from typer.testing import CliRunner
+
+    from glmcot.cli import app
+
+    root, _ = built
+    graph = root / "work" / "graphs" / "dblp-1001" / "graph"
+    result = CliRunner().invoke(app, ["ask", "Who are the authors of \"Graph Learning\"?", "--graph", str(graph),
+                                      "--model", str(root / "ckpt"), "--max-steps", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    assert "glmcot-mini" in result.output  # the compact-prompt backend answered, with real decoding
+
+
+def test_training_is_seeded(built):
+    from glmcot.engine.models.tokenizer import load_tokenizer
+    from glmcot.mini.config import preset
+    from glmcot.mini.train import train
+
+    root, _ = built
+    examples = read_examples(root / "work" / "train.jsonl")[:24]
+    tokenizer = load_tokenizer(root / "ckpt")
+    config = preset("tiny", max_steps=3, epochs=3, eval_every=0)
+    first, second = (train(config, examples, [], tokenizer) for _ in range(2))
+    assert [e["loss"] for e in first.log] == [e["loss"] for e in second.log] and len(first.log) == 3
+    other = train(preset("tiny", max_steps=3, epochs=3, seed=1), examples, [], tokenizer)
+    assert [e["loss"] for e in other.log] != [e["loss"] for e in first.log]
