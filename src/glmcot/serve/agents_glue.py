@@ -142,7 +142,9 @@ def attach(runtime: Runtime) -> None:
             if hooks:   # the agents report every step themselves
                 settings["on_event"] = on_event
                 mode = "live"
-        observed = ObservedBackend(backends[handle.name], None if mode != "llm-live"
+        # One handle holds one version's context and backend together (an update swaps the handle).
+        base = handle.backend if handle.backend is not None else backends[handle.name]
+        observed = ObservedBackend(base, None if mode != "llm-live"
                                    else on_event, cancel)
         agent = make_agent(method, observed, handle.context, AgentConfig(**settings))
         return agent, mode

@@ -41,6 +41,7 @@ class GraphHandle:
     graph: Any
     retriever: Any = None     # the RetrieveNode service (its cache is reported in /metrics)
     context: Any = None       # the agents' AgentContext for this graph
+    backend: Any = None       # this graph's own LLM backend (the scripted policy over this version), if any
 
 
 @dataclass

@@ -10,6 +10,8 @@ started without one refuses updates.
 
 from __future__ import annotations
 
+import dataclasses
+
 import asyncio
 import threading
 from typing import Any
@@ -66,9 +68,9 @@ def _apply(runtime: Any, name: str, operations: list[dict]) -> dict:
     from glmcot.graph.index_updates import surviving
     from glmcot.graph.versions import apply_update
 
-    handle = runtime.graphs[name]
     lock = _locks.setdefault(name, threading.Lock())
     with lock:
+        handle = runtime.graphs[name]  # read under the lock: the previous update may just have swapped it
         try:
             parsed = [parse_operation(raw, f"operation {number}") for number, raw in enumerate(operations, 1)]
             result = apply_update(handle.context.graph_dir, parsed)
@@ -83,13 +85,16 @@ def _apply(runtime: Any, name: str, operations: list[dict]) -> dict:
             kept = surviving(old_service._cache, result.report)
         with new_service._lock:
             new_service._cache.update(kept)
+        backend = handle.backend
         if config.scripted is not None and name in runtime.graph_backends:
             from glmcot.agents.scripted import ScriptedBackend
 
-            runtime.graph_backends[name] = ScriptedBackend(runtime.scripted_by_qid, inner=runtime.backend,
-                                                           code_runner=new.run_code)
-        # One assignment each: a question starting now sees either the old or the new handle.
-        handle.context, handle.graph, handle.retriever = new, new.graph, new.retrieval
+            backend = runtime.graph_backends[name] = ScriptedBackend(runtime.scripted_by_qid, inner=runtime.backend,
+                                                                     code_runner=new.run_code)
+        # One assignment: a question starting now gets the old handle or the new one, whole (its
+        # context and its backend from the same version), never a mix.
+        runtime.graphs[name] = dataclasses.replace(handle, context=new, graph=new.graph, retriever=new.retrieval,
+                                                   backend=backend)
         _close_when_idle(runtime, old, timeout_s=max(config.timeout_s, 60.0))
     report = result.report
     return UpdateResponse(graph=name, version=result.version, upserted_nodes=report.upserted_nodes,
