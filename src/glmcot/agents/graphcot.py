@@ -9,13 +9,13 @@ compare with published numbers, is ``graphcot`` (agents/graphcot_faithful.py).""
 
 from __future__ import annotations
 
-import time
 
 from glmcot.agents.base import QuestionFailed, QuestionRun
 from glmcot.agents.config import AgentConfig
 from glmcot.agents.context import AgentContext
 from glmcot.agents.records import QuestionResult
 from glmcot.graph.graphcot import INVALID_ACTION, GraphCoTObserver
+from glmcot.agents.retrieval import TimedResolver
 from glmcot.agents.trace import GraphCoTStep
 from glmcot.llm import Level, LLMBackend, LLMError, Segment
 from glmcot.agents import formats
@@ -54,15 +54,7 @@ class GraphCoTAgent:
 
     def answer(self, question: str, qid: str | None = None) -> QuestionResult:
         run = QuestionRun(self.backend, question, qid, self.method, self._names, self.config.on_event)
-        timer = {"seconds": 0.0}
-
-        def resolve(text: str) -> str:
-            started = time.perf_counter()
-            try:
-                return self.context.retrieval.resolve(text)
-            finally:
-                timer["seconds"] += time.perf_counter() - started
-
+        resolve = TimedResolver(self.context.retrieval.resolve)
         observer = GraphCoTObserver(self.context.graph, retriever=_ResolveAsRetriever(resolve))
         head = Segment(self.prompts.graphcot, Level.SHARED_PROMPT)
         opening = self.prompts.graphcot_question.format(question=run.question).rstrip("\n")
@@ -90,7 +82,7 @@ class GraphCoTAgent:
                 run.result.rounds = step
                 if actions and actions[0].name == "Finish":
                     run.trace.append(GraphCoTStep(step, thought, action_line, None))
-                    run.result.retrieval_time_s = timer["seconds"]
+                    run.result.retrieval_time_s = resolve.seconds
                     return run.finish(actions[0].argument.strip())
                 if not actions:
                     observation = INVALID_ACTION
@@ -101,8 +93,8 @@ class GraphCoTAgent:
                 run.trace.append(GraphCoTStep(step, thought, action_line, observation))
             raise QuestionFailed("step_limit", f"no Finish within {config.graphcot_max_steps} steps")
         except QuestionFailed as failure:
-            run.result.retrieval_time_s = timer["seconds"]
+            run.result.retrieval_time_s = resolve.seconds
             return run.finish("", failure)
         except LLMError as error:
-            run.result.retrieval_time_s = timer["seconds"]
+            run.result.retrieval_time_s = resolve.seconds
             return run.finish("", QuestionFailed("backend_error", str(error)))

@@ -23,7 +23,6 @@ import hashlib
 import os
 import re
 import tempfile
-import time
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -37,6 +36,7 @@ from glmcot.agents.config import AgentConfig
 from glmcot.agents.context import AgentContext
 from glmcot.agents.records import QuestionResult
 from glmcot.graph.graphcot import GraphFunctions
+from glmcot.agents.retrieval import TimedResolver
 from glmcot.agents.trace import GraphCoTConfig, GraphCoTStep
 from glmcot.llm import Level, LLMBackend, LLMError, Segment
 from glmcot.agents import formats
@@ -319,15 +319,7 @@ class FaithfulGraphCoTAgent:
         config = self.config
         run.trace.append(GraphCoTConfig("faithful", self.counter_name, config.graphcot_token_cap,
                                         config.graphcot_max_steps))
-        timer = {"seconds": 0.0}
-
-        def retrieve(text: str) -> str:
-            started = time.perf_counter()
-            try:
-                return self.context.retrieval.resolve(text)
-            finally:
-                timer["seconds"] += time.perf_counter() - started
-
+        retrieve = TimedResolver(self.context.retrieval.resolve)
         observer = Observer(GraphFunctions(self.context.graph), retrieve, self.text)
         head = Segment(self._shared, Level.SHARED_PROMPT)
         scratchpad = ""
@@ -365,14 +357,14 @@ class FaithfulGraphCoTAgent:
                 scratchpad += observation
                 run.trace.append(GraphCoTStep(step, thought, action, observation if finished is None else None))
                 if finished is not None:
-                    run.result.retrieval_time_s = timer["seconds"]
+                    run.result.retrieval_time_s = retrieve.seconds
                     return run.finish(answer_text(finished))
                 step += 1
         except QuestionFailed as failure:
-            run.result.retrieval_time_s = timer["seconds"]
+            run.result.retrieval_time_s = retrieve.seconds
             return run.finish("", failure)
         except LLMError as error:
-            run.result.retrieval_time_s = timer["seconds"]
+            run.result.retrieval_time_s = retrieve.seconds
             return run.finish("", QuestionFailed("backend_error", str(error)))
 
     def _call(self, run: QuestionRun, agent: str, head: Segment, question: str, scratchpad: str, step: int) -> str:
