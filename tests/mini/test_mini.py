@@ -148,3 +148,16 @@ def test_training_is_seeded(built):
     assert [e["loss"] for e in first.log] == [e["loss"] for e in second.log] and len(first.log) == 3
     other = train(preset("tiny", max_steps=3, epochs=3, seed=1), examples, [], tokenizer)
     assert [e["loss"] for e in other.log] != [e["loss"] for e in first.log]
+
+
+def test_train_mini_command_builds_a_checkpoint_with_its_record(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from glmcot.cli import app
+
+    result = CliRunner().invoke(app, ["train-mini", "--preset", "tiny", "--out", str(tmp_path / "ckpt"), "--json"])
+    assert result.exit_code == 0, result.output
+    record = json.loads((tmp_path / "ckpt" / "training.json").read_text())
+    assert record["steps"] >= 1 and (tmp_path / "ckpt" / "model.safetensors").is_file()

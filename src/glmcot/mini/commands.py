@@ -35,7 +35,21 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter(str(error), param_hint="--preset") from None
         target = out or default_path()
         work = work_dir or target.with_name(target.name + ".work")
-        say = (lambda line: print(line, file=sys.stderr)) if as_json else (lambda line: print(line, flush=True))
-        record = build(config, target, work, preset_name=preset, say=say)
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        console = Console(stderr=as_json)
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=console) as progress:
+            # optimiser steps against the preset's step budget (a wall-time cap may end it sooner)
+            task = progress.add_task("train-mini: data and tokenizer", total=config.max_steps)
+
+            def on_train(entry: dict) -> None:
+                if "step" in entry and "loss" in entry:
+                    progress.update(task, completed=entry["step"],
+                                    description=f"train-mini: loss {entry['loss']:.3f}")
+
+            record = build(config, target, work, preset_name=preset, say=progress.console.print,
+                           on_train=on_train)
         if as_json:
             sys.stdout.write(json.dumps(record, indent=2) + "\n")

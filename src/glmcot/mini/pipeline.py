@@ -15,8 +15,10 @@ from glmcot.mini.config import TrainConfig
 
 
 def build(config: TrainConfig, out: str | Path, work_dir: str | Path, *, preset_name: str = "custom",
-          say: Callable[[str], None] = print, command: str | None = None) -> dict:
-    """Returns the training record written to training.json."""
+          say: Callable[[str], None] = print, command: str | None = None,
+          on_train: Callable[[dict], None] | None = None) -> dict:
+    """Returns the training record written to training.json. `on_train` gets each training log
+    entry (step, loss, tokens seen; or an eval loss) as it is made."""
     from glmcot.mini.checkpoint import code_version, train_tokenizer, write_checkpoint
     from glmcot.mini.data import collect, write_examples
     from glmcot.mini.train import plot_loss, train
@@ -37,6 +39,8 @@ def build(config: TrainConfig, out: str | Path, work_dir: str | Path, *, preset_
 
     def report(entry: dict) -> None:
         say("train: " + " ".join(f"{k}={v}" for k, v in entry.items()))
+        if on_train is not None:
+            on_train(entry)
 
     result = train(config, collected.train, collected.eval, tokenizer, progress=report)
     log = {"train": result.log, "eval": result.eval_log}
