@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 import re
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
+
+from tests.stub_http import JSONHandler
 
 
 class AnswerTable:
@@ -35,17 +37,9 @@ class AnswerTable:
 
 
 def _handler(table: AnswerTable):
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):  # keep test output clean
-            pass
-
+    class Handler(JSONHandler):
         def _send(self, data: dict) -> None:
-            body = json.dumps(data).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.send_json(200, data)
 
         def do_GET(self):
             self._send({"object": "list", "data": [{"id": "table-model", "object": "model"}]})

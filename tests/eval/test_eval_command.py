@@ -4,6 +4,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from glmcot.cli import app
+from tests.stub_http import JSONHandler
 
 QUESTIONS = [
     {"qid": "0", "question": "Who wrote Alpha?", "answer": "Ann Lee"},
@@ -84,23 +85,15 @@ class BrokenModel:
 
     def __init__(self):
         import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from http.server import ThreadingHTTPServer
 
         outer = self
         self.fixed = False
         self.posts = 0
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(JSONHandler):
             def _send(self, status, data):
-                body = json.dumps(data).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.send_json(status, data)
 
             def do_GET(self):
                 self._send(200, {"object": "list", "data": [{"id": "table-model", "object": "model"}]})
@@ -168,21 +161,13 @@ def test_ctrl_c_in_eval_stops_at_once_and_says_how_to_resume(tmp_path: Path):
     import sys
     import threading
     import time
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import ThreadingHTTPServer
 
     release = threading.Event()
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
+    class Handler(JSONHandler):
         def _send(self, data):
-            body = json.dumps(data).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.send_json(200, data)
 
         def do_GET(self):
             self._send({"object": "list", "data": [{"id": "table-model", "object": "model"}]})

@@ -2,12 +2,13 @@
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 
 from glmcot.llm import LLMError, LLMRequest, Segment, make_backend
 from glmcot.llm.openai_backend import OpenAIBackend
+from tests.stub_http import JSONHandler
 
 
 class Counter:
@@ -25,17 +26,9 @@ class Server:
         self.confirm_forced = True  # glmcot serve marks forced responses in system_fingerprint
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(JSONHandler):
             def _json(self, status, payload):
-                body = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.send_json(status, payload)
 
             def do_GET(self):
                 if self.path == "/v1/models":
