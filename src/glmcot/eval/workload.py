@@ -83,12 +83,11 @@ def measure(method: str, questions: list[QuestionRecord], dataset: Path, config:
 
 
 def quiet_libraries() -> None:
-    """Model-loading progress bars of transformers / huggingface_hub would drown the demo's own."""
-    import os
+    """Model-loading progress bars of transformers / huggingface_hub would drown the demo's own:
+    the entry points' settings, and transformers' own switches should it be imported already."""
+    from glmcot.offline import stay_offline
 
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    stay_offline()
     try:
         from transformers.utils import logging as transformers_logging
 
