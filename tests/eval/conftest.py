@@ -12,7 +12,7 @@ from http.server import ThreadingHTTPServer
 
 import pytest
 
-from tests.stub_http import JSONHandler
+from tests.stubs import JSONHandler
 
 
 class AnswerTable:

@@ -4,7 +4,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from glmcot.cli import app
-from tests.stub_http import JSONHandler
+from tests.stubs import JSONHandler
 
 QUESTIONS = [
     {"qid": "0", "question": "Who wrote Alpha?", "answer": "Ann Lee"},

@@ -8,7 +8,7 @@ import pytest
 
 from glmcot.llm import LLMError, LLMRequest, Segment, make_backend
 from glmcot.llm.openai_backend import OpenAIBackend
-from tests.stub_http import JSONHandler
+from tests.stubs import JSONHandler
 
 
 class Counter:
