@@ -161,3 +161,16 @@ def test_train_mini_command_builds_a_checkpoint_with_its_record(tmp_path):
     assert result.exit_code == 0, result.output
     record = json.loads((tmp_path / "ckpt" / "training.json").read_text())
     assert record["steps"] >= 1 and (tmp_path / "ckpt" / "model.safetensors").is_file()
+
+
+def test_collecting_in_processes_gives_the_same_examples(built, tmp_path):
+    """Graphs collected in parallel processes come back in job order: the data set does not depend
+    on the process count."""
+    from glmcot.mini.data import collect
+
+    root, _ = built
+    serial = read_examples(root / "work" / "train.jsonl")
+    config = DataConfig(domains=("dblp",), train_seeds=(1,), eval_seeds=(1001,), questions_per_template=1, processes=2)
+    parallel = collect(config, tmp_path / "graphs")
+    assert parallel.train == serial
+    assert parallel.eval == read_examples(root / "work" / "eval.jsonl")

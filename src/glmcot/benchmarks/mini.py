@@ -206,6 +206,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-tokens", type=int, default=160, help="Token cap per R/A reply.")
     parser.add_argument("--concurrency", type=int, default=2, help="Questions in flight.")
     parser.add_argument("--threads", type=int, default=2, help="Engine CPU threads.")
+    parser.add_argument("--device", default="cpu", help="Where the native engine runs the model: cpu or cuda[:N].")
     parser.add_argument("--no-ceiling", dest="ceiling", action="store_false", help="Skip the scripted ceiling.")
     parser.add_argument("--out", type=Path, default=Path("runs/mini/benchmark.json"), help="JSON report.")
     args = parser.parse_args(argv)
@@ -219,7 +220,7 @@ def main(argv: list[str] | None = None) -> None:
     except FileNotFoundError as error:
         raise SystemExit(str(error)) from None
     training = json.loads((folder / "training.json").read_text(encoding="utf-8")) if (folder / "training.json").is_file() else {}
-    backend = mini_backend(str(folder), num_threads=args.threads)
+    backend = mini_backend(str(folder), num_threads=args.threads, device=args.device)
     try:
         report = {"label": LABEL, "model": str(folder), "training": {k: training.get(k) for k in
                   ("command", "parameters", "steps", "tokens_seen", "train_wall_s", "final_eval_loss", "code_version")},

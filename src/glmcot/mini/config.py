@@ -62,7 +62,7 @@ PRESETS: dict[str, TrainConfig] = {
                        max_steps=4000, max_minutes=20.0, epochs=20, eval_every=50),
     # A GPU when one is lent: the same script, a larger model, more data.
     "gpu": TrainConfig(ModelShape(512, 1536, 8, 8, 4, 64, 8192, 4096), DataConfig(train_seeds=tuple(range(1, 41)), eval_seeds=(1001, 1002),
-                       questions_per_template=6, workers=8), max_length=1024, batch_tokens=32768, learning_rate=1e-3,
+                       questions_per_template=6, workers=2, processes=14), max_length=1024, batch_tokens=32768, learning_rate=1e-3,
                        warmup_steps=100, max_steps=6000, max_minutes=45.0, epochs=30, device="cuda"),
 }
 

@@ -54,7 +54,8 @@ class DataConfig:
     eval_seeds: tuple[int, ...] = (1001,)
     questions_per_template: int = 4
     fault_rate: float = 0.25  # share of questions whose first snippet is broken
-    workers: int = 2
+    workers: int = 2  # questions in flight per graph
+    processes: int = 1  # graphs collected at once (each in its own process)
 
 
 @dataclass
@@ -121,6 +122,15 @@ class Collector(LLMBackend):
         self.scripted.end_session(session_id)
 
 
+def _collect_job(job: tuple[Path, str, int, float, int, int]) -> tuple[list[Example], list[dict]]:
+    from glmcot.data.synth.generate import SynthConfig, generate
+
+    graph_dir, domain, seed, fault_rate, workers, per_template = job
+    if not (graph_dir / "questions.jsonl").is_file():
+        generate(SynthConfig(domain, seed=seed, questions_per_template=per_template), graph_dir, force=True)
+    return collect_graph(graph_dir, domain, seed, fault_rate, workers)
+
+
 def collect_graph(graph_dir: Path, domain: str, seed: int, fault_rate: float, workers: int = 2) -> tuple[list[Example], list[dict]]:
     """Runs the GLM agent with the scripted policy over one graph's questions."""
     from glmcot.agents import AgentContext
@@ -150,23 +160,33 @@ class _CharCounter:
 
 def collect(config: DataConfig, work_dir: str | Path, progress: Callable[[str], None] | None = None) -> Collected:
     """Synthetic graphs for every (domain, seed), then their examples; eval seeds go to `eval`."""
-    from glmcot.data.synth.generate import SynthConfig, generate
-
     split_seeds(config)
     work = Path(work_dir)
     out = Collected()
-    for seed in (*config.train_seeds, *config.eval_seeds):
-        held_out = seed in config.eval_seeds
-        for domain in config.domains:
-            graph_dir = work / f"{domain}-{seed}"
-            if not (graph_dir / "questions.jsonl").is_file():
-                generate(SynthConfig(domain, seed=seed, questions_per_template=config.questions_per_template), graph_dir, force=True)
-            examples, records = collect_graph(graph_dir, domain, seed, 0.0 if held_out else config.fault_rate, config.workers)
+    jobs = [(domain, seed, seed in config.eval_seeds) for seed in (*config.train_seeds, *config.eval_seeds) for domain in config.domains]
+    arguments = [(work / f"{domain}-{seed}", domain, seed, 0.0 if held_out else config.fault_rate, config.workers,
+                  config.questions_per_template) for domain, seed, held_out in jobs]
+    if config.processes > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # spawn: the parent may hold threads (progress bars, torch) that fork would copy mid-state
+        pool = ProcessPoolExecutor(max_workers=config.processes, mp_context=multiprocessing.get_context("spawn"))
+        outcomes = pool.map(_collect_job, arguments)
+    else:
+        pool = None
+        outcomes = map(_collect_job, arguments)
+    try:
+        # results come back in job order, so the data set is the same for any process count
+        for (domain, seed, held_out), (examples, records) in zip(jobs, outcomes):
             (out.eval if held_out else out.train).extend(examples)
             if held_out:
                 out.eval_questions[f"{domain}/{seed}"] = records
             if progress:
                 progress(f"{domain} seed {seed}: {len(examples)} calls")
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     out.counts = {"train_examples": len(out.train), "eval_examples": len(out.eval),
                   "train_repair_examples": sum(e.repair for e in out.train),
                   "eval_questions": sum(len(v) for v in out.eval_questions.values())}

@@ -98,7 +98,7 @@ _KEPT_VARIABLES = ("PYTHONHOME", "SYSTEMROOT", "LD_LIBRARY_PATH")
 
 def worker_environment() -> dict[str, str]:
     """The minimal environment of a sandbox worker: the package on PYTHONPATH (plus the parent's
-    PYTHONPATH entries), UTF-8 mode, one BLAS/OpenMP thread, and nothing else of the parent's."""
+    PYTHONPATH entries), UTF-8 mode, a fixed hash seed, one BLAS/OpenMP thread, and nothing else of the parent's."""
     import glmcot
 
     root = str(Path(glmcot.__file__).resolve().parent.parent)
@@ -107,6 +107,9 @@ def worker_environment() -> dict[str, str]:
         "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths)),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUTF8": "1",
+        # A snippet that prints a set of names must print them in the same order on every run and
+        # in every worker, so answers (and glmcot-mini's training data) are reproducible.
+        "PYTHONHASHSEED": "0",
         "PATH": os.defpath,
         "LANG": "C.UTF-8",
         "OMP_NUM_THREADS": "1",
