@@ -334,11 +334,20 @@ def test_worker_environment_has_no_api_keys(graph_dir, monkeypatch):
         names = {entry.split(b"=", 1)[0].decode() for entry in raw.split(b"\0") if entry}
         assert not names & {"OPENAI_API_KEY", "GLMCOT_LLM_API_KEY", "HF_TOKEN"}
         assert b"secret" not in raw
-        assert names <= {"PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONUTF8", "PATH", "LANG", "OMP_NUM_THREADS",
+        assert names <= {"PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "PYTHONUTF8", "PYTHONHASHSEED", "PATH", "LANG", "OMP_NUM_THREADS",
                          "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONHOME", "SYSTEMROOT", "LD_LIBRARY_PATH"}
         # And it still works: graph, features, retrieval.
         result = executor.run('print(NodeFeature(RetrieveNode("x"), "title"))', resolve=lambda text: "p3")
         assert result.output == "Fast Graph Sampling\n"
+
+
+def test_printed_sets_have_the_same_order_in_every_worker(graph_dir):
+    snippet = 'print(sorted(range(3)), {"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"})'
+    outputs = set()
+    for _ in range(3):
+        with SandboxExecutor(graph_dir, workers=1) as executor:
+            outputs.add(executor.run(snippet).output)
+    assert len(outputs) == 1
 
 
 def _limits(pid: int) -> dict[str, tuple[str, str]]:
