@@ -1,6 +1,6 @@
 """The package layering the docs promise: imports point one way down the package order, the
-engine and the graph store import nothing of glmcot but the contract, and no module imports
-itself back through others (type-checking-only imports excepted)."""
+engine imports nothing of glmcot but the contract (the graph store also the crash-safe file
+helpers), and no module imports itself back through others (type-checking-only imports excepted)."""
 
 from __future__ import annotations
 
@@ -14,17 +14,21 @@ ROOT = Path(glmcot.__file__).resolve().parent
 ALLOWED = {
     "contract": set(),
     "offline": set(),
-    "graph": {"contract"},
+    "files": set(),
+    "runs": {"files"},
+    "graph": {"contract", "files"},
     "engine": {"contract"},
-    "data": {"contract", "graph"},
+    "data": {"contract", "graph", "files"},
     "llm": {"contract", "engine", "offline", "vllm_plugin"},  # the plugin's wire format (a pure module)
-    "agents": {"contract", "graph", "data", "llm"},
-    "vllm_plugin": {"contract"},
-    "mini": {"contract", "graph", "data", "engine", "llm", "agents"},  # glmcot-mini: trained on the agents' calls
-    "eval": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "benchmarks", "offline"},
-    "benchmarks": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "eval", "serve", "offline", "vllm_plugin"},
-    "serve": {"contract", "graph", "data", "engine", "llm", "agents", "eval", "offline"},
-    "cli": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "eval", "serve", "benchmarks", "offline"},
+    "agents": {"contract", "graph", "data", "llm", "files", "runs"},
+    "vllm_plugin": {"contract", "files"},
+    "mini": {"contract", "graph", "data", "engine", "llm", "agents", "files", "runs"},  # glmcot-mini: trained on the agents' calls
+    "eval": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "benchmarks", "offline", "files", "runs"},
+    "benchmarks": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "eval", "serve", "offline", "vllm_plugin",
+                   "files", "runs"},
+    "serve": {"contract", "graph", "data", "engine", "llm", "agents", "eval", "offline", "files", "runs"},
+    "cli": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "eval", "serve", "benchmarks", "offline",
+            "files", "runs"},
 }
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from glmcot.data.questions import QuestionFormatError, QuestionRecord, read_questions
-from glmcot.eval.runner import Prices, percentile, read_rows, run_method, summarize
+from glmcot.eval.runner import Prices, percentile, run_method, summarize
+from glmcot.files import read_rows
 
 
 @dataclass
@@ -37,14 +38,14 @@ def _lookup(question):
 def test_rows_carry_graphcot_fields_metrics_and_errors(tmp_path: Path):
     out = tmp_path / "glm.jsonl"
     outcome = run_method("glm", _questions(), _lookup, out, concurrency=2)
-    assert [r["qid"] for r in outcome.rows] == ["q0", "q1", "q2", "q3"]
+    assert [r["qid"] for r in outcome.results] == ["q0", "q1", "q2", "q3"]
     rows = {r["qid"]: r for r in read_rows(out)}
     assert set(rows) == {"q0", "q1", "q2", "q3"}
     assert rows["q0"]["model_answer"] == "Value 0." and rows["q0"]["gt_answer"] == "value 0"
     assert rows["q0"]["em"] is True and rows["q0"]["rouge_l"] == pytest.approx(1.0)
     assert rows["q1"]["em"] is False and rows["q1"]["failure"] == "step_limit"
     assert rows["q3"]["failure"] == "error" and "backend went away" in rows["q3"]["error"]
-    summary = summarize(outcome.rows, outcome.wall_s, outcome.new, Prices(1.0, 0.5, 2.0))
+    summary = summarize(outcome.results, outcome.wall_s, outcome.new, Prices(1.0, 0.5, 2.0))
     assert summary["em_count"] == 2 and summary["em"] == 0.5
     assert summary["failures"]["step_limit"] == 1 and summary["failures"]["error"] == 1
     # three answered rows with 100 prompt (40 cached) and 10 output tokens, one crashed row with none

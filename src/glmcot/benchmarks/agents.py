@@ -40,8 +40,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table  # noqa: E402
 
 from glmcot.agents import AgentConfig, AgentContext, make_backend, run_questions  # noqa: E402
-from glmcot.agents.runner import summarise  # noqa: E402
 from glmcot.agents.trace import SnippetRun  # noqa: E402
+from glmcot.data.questions import QuestionRecord  # noqa: E402
+from glmcot.eval.runner import result_rows, summarize  # noqa: E402
 
 DOMAINS = ("dblp", "amazon", "goodreads", "biomedical", "legal")
 LABEL = "scripted policy"
@@ -104,7 +105,7 @@ def run_domain(domain: str, data: Path, args, console: Console, progress: Progre
                     resume=False, on_result=lambda _r, task=task: progress.advance(task),
                 )
                 wall = time.perf_counter() - started
-                summary = summarise(out)
+                summary = summarize(result_rows(name, [QuestionRecord.from_json(r, domain=domain) for r in records], out))
                 by_qid = {r["qid"]: r for r in records}
                 summary["plan_agreement"] = sum(r.answer.strip() == plan_output[r.qid] for r in out) / len(out)
                 summary["gold_match_scripted"] = sum(r.answer.strip() == by_qid[r.qid]["answer"] for r in out) / len(out)
@@ -184,12 +185,12 @@ def main(argv: list[str] | None = None) -> None:
         count += n
         for key in totals:
             totals[key][0] += result[key]["tokens_per_question"] * n
-            totals[key][1] += result[key]["calls_per_question"] * n
+            totals[key][1] += result[key]["llm_calls_per_question"] * n
         agreement = min(glm["plan_agreement"], paper["plan_agreement"], graphcot["plan_agreement"])
         table.add_row(
-            domain, str(n), f"{glm['tokens_per_question']:,.0f}", f"{glm['calls_per_question']:.2f}", f"{glm['tokens_per_call']:,.0f}",
-            f"{paper['tokens_per_question']:,.0f}", f"{paper['calls_per_question']:.2f}",
-            f"{graphcot['tokens_per_question']:,.0f}", f"{graphcot['calls_per_question']:.2f}", f"{graphcot['tokens_per_call']:,.0f}",
+            domain, str(n), f"{glm['tokens_per_question']:,.0f}", f"{glm['llm_calls_per_question']:.2f}", f"{glm['tokens_per_call']:,.0f}",
+            f"{paper['tokens_per_question']:,.0f}", f"{paper['llm_calls_per_question']:.2f}",
+            f"{graphcot['tokens_per_question']:,.0f}", f"{graphcot['llm_calls_per_question']:.2f}", f"{graphcot['tokens_per_call']:,.0f}",
             f"{reduction(glm['tokens_per_question'], graphcot['tokens_per_question']):+.1f} %", f"{100 * agreement:.0f} %",
         )
     overall = {key: {"tokens_per_question": value[0] / count, "calls_per_question": value[1] / count} for key, value in totals.items()}
@@ -209,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
             ablation.add_column(column, justify="right")
         for domain, result in report["domains"].items():
             on, off = result["glm"], result["glm-no-pipelining"]
-            ablation.add_row(domain, f"{on['retrieval_time_s']:.4f}", f"{off['retrieval_time_s']:.4f}", f"{on['latency_s']:.3f}", f"{off['latency_s']:.3f}")
+            ablation.add_row(domain, f"{on['retrieval_time_mean_s']:.4f}", f"{off['retrieval_time_mean_s']:.4f}", f"{on['latency_mean_s']:.3f}", f"{off['latency_mean_s']:.3f}")
         console.print(ablation)
     console.print("Paper bar: -95.7 % tokens; 9-14 -> 2-3 calls per question. "
                   "Figures above are from the scripted policy: system cost, not model accuracy.")

@@ -19,8 +19,6 @@ What these numbers mean: in-distribution skill on GRBench's templates, not gener
 
 from __future__ import annotations
 
-from glmcot.offline import stay_offline
-
 import argparse
 import json
 import re
@@ -30,6 +28,8 @@ from pathlib import Path
 
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
+
+from glmcot.offline import stay_offline
 
 DOMAINS = ("dblp", "amazon", "goodreads", "biomedical", "legal")
 PRIMITIVES = ("RetrieveNode", "NeighbourCheck", "NodeFeature", "NodeDegree")
@@ -94,8 +94,9 @@ def ensure_graph(domain: str, seed: int, root: Path, per_template: int) -> Path:
 
 def held_out(args, console: Console, backend_for) -> dict:
     from glmcot.agents import AgentConfig, AgentContext, make_backend, run_questions
-    from glmcot.agents.runner import summarise
+    from glmcot.data.questions import QuestionRecord
     from glmcot.eval.metrics import exact_match, rouge_l
+    from glmcot.eval.runner import result_rows, summarize
 
     report = {}
     for domain in args.domains:
@@ -116,7 +117,7 @@ def held_out(args, console: Console, backend_for) -> dict:
                 scripted = make_backend("scripted", questions=records, context=context)
                 ceiling = run_questions(records, method="glm", backend=scripted, context=context, config=AgentConfig(domain=domain),
                                         concurrency=1, traces=None)
-        row = summarise(results)
+        row = summarize(result_rows("glm", [QuestionRecord.from_json(by_qid[r.qid], domain=domain) for r in results], results))
         row["wall_s"] = wall
         golds = [by_qid[r.qid]["answer"] for r in results]
         row["em"] = sum(exact_match(r.answer, g) for r, g in zip(results, golds)) / len(results)
@@ -212,8 +213,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     args.domains = [d.strip() for d in args.domains.split(",") if d.strip()]
     console = Console(width=160)
-    from glmcot.mini.checkpoint import resolve
     from glmcot.mini.backend import mini_backend
+    from glmcot.mini.checkpoint import resolve
 
     try:
         folder = resolve(args.model)
@@ -237,7 +238,7 @@ def main(argv: list[str] | None = None) -> None:
         table.add_row(domain, str(row["questions"]), f"{row['em']:.2f}", f"{row['rouge_l']:.2f}", f"{row.get('ceiling_em', float('nan')):.2f}",
                       f"{row['c_agent']['accuracy']:.2f}", str(row["c_agent"]["false_positive"]), str(row["c_agent"]["false_negative"]),
                       str(row["code_errors"]), str(row["code_errors_repaired"]), f"{row['tokens_per_question']:.0f}",
-                      f"{row['calls_per_question']:.1f}", f"{row['latency_s']:.1f}")
+                      f"{row['llm_calls_per_question']:.1f}", f"{row['latency_mean_s']:.1f}")
     console.print(table)
     if report.get("grbench"):
         grb = Table(title="Real GRBench wordings: C label vs template determinism; first snippet's plan shape")

@@ -8,6 +8,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from glmcot.files import write_rows_atomic
+
 QUESTIONS_FORMAT = "glmcot.questions/1"
 LEVELS = ("easy", "medium", "hard")
 
@@ -90,15 +92,9 @@ class QuestionRecord:
 
 def write_questions(path: str | os.PathLike, records: Iterable[QuestionRecord]) -> int:
     """Write records as JSON Lines atomically (temp file, then rename). Returns the count."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    count = 0
-    with open(tmp, "w", encoding="utf-8", newline="\n") as out:
-        for record in records:
-            out.write(json.dumps(record.to_json(), ensure_ascii=False, sort_keys=False) + "\n")
-            count += 1
-    os.replace(tmp, path)
-    return count
+    rows = [record.to_json() for record in records]
+    write_rows_atomic(path, rows)
+    return len(rows)
 
 
 def read_questions(path: str | os.PathLike, limit: int | None = None, domain: str | None = None) -> list[QuestionRecord]:

@@ -212,7 +212,7 @@ def register(app: typer.Typer) -> None:
                 from rich.console import Console
 
                 Console(stderr=True).print(
-                    f"[bold yellow]interrupted:[/] {stopped.method}: {stopped.saved} of {stopped.total} answers "
+                    f"[bold yellow]interrupted:[/] {stopped.name}: {stopped.saved} of {stopped.total} answers "
                     f"are saved in {stopped.path}; run the same command again (without --fresh) to resume "
                     "from there", highlight=False)
                 raise typer.Exit(130) from None

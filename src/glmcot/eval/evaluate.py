@@ -69,7 +69,7 @@ def evaluate(options: EvalOptions, config: EvalConfig) -> dict[str, Any]:
                                      concurrency=config.concurrency, judge_fn=judge_fn, resume=options.resume,
                                      on_done=tick, on_start=resumed)
                 bar.update(task, completed=len(questions))
-                summary = summarize(outcome.rows, outcome.wall_s, outcome.new, prices)
+                summary = summarize(outcome.results, outcome.wall_s, outcome.new, prices)
                 summary.update({"resumed": outcome.skipped, "answered_now": outcome.new,
                                 "results": str(options.out / f"{method}.jsonl")})
                 summaries[method] = summary

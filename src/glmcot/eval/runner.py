@@ -1,110 +1,28 @@
-"""Resumable evaluation runs: one JSON Lines file per method, one row per question, appended
-atomically as each question finishes; a rerun skips the questions already in the file.
+"""Evaluation runs: one JSON Lines file per method, one row per question (`glmcot.runs` appends
+each as it finishes and skips, on a rerun, the questions already in the file).
 
 Row format ``glmcot.eval/1``: Graph-CoT's ``{qid, question, model_answer, gt_answer}`` plus metrics
 and costs (see docs/benchmarks.md)."""
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import queue
 import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from glmcot.eval.metrics import as_text, bootstrap_median, exact_match, exact_match_strict, rouge_l
 from glmcot.data.questions import QuestionRecord
+from glmcot.eval.metrics import as_text, bootstrap_median, exact_match, exact_match_strict, rouge_l
+from glmcot.files import read_rows, write_json_atomic  # noqa: F401 - the eval commands' file helpers
+from glmcot.runs import RunInterrupted, RunOutcome, Storage, run_resumable  # noqa: F401
 
 ROW_FORMAT = "glmcot.eval/1"
 FAILURES = ("unexpected_output", "retrieval_error", "code_error", "step_limit", "backend_error", "error")
 
 AnswerFn = Callable[[QuestionRecord], Any]
 JudgeFn = Callable[[QuestionRecord, str], "tuple[bool | None, str]"]
-
-
-# ---- JSON Lines with atomic appends -------------------------------------------------------------
-
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    """Reads finished rows. A torn last line (a crash mid-write) is cut off the file so appends stay
-    well-formed; a malformed line elsewhere is an error naming the line."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    data = path.read_bytes()
-    complete, _, tail = data.rpartition(b"\n") if b"\n" in data else (b"", b"", data)
-    rows: list[dict[str, Any]] = []
-    for number, raw in enumerate(complete.split(b"\n") if complete else [], 1):
-        if not raw.strip():
-            continue
-        row = _parse_row(raw)
-        if row is None:
-            raise ValueError(f"{path}:{number}: malformed result row; fix or remove that line")
-        rows.append(row)
-    if tail.strip():
-        row = _parse_row(tail)
-        if row is None:  # torn by a crash: drop it, the question reruns
-            _truncate(path, len(data) - len(tail))
-        else:
-            with path.open("ab") as handle:
-                handle.write(b"\n")
-            rows.append(row)
-    return rows
-
-
-def _parse_row(raw: bytes) -> dict[str, Any] | None:
-    try:
-        row = json.loads(raw)
-    except ValueError:
-        return None
-    return row if isinstance(row, dict) and "qid" in row else None
-
-
-def _truncate(path: Path, size: int) -> None:
-    with path.open("r+b") as handle:
-        handle.truncate(size)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-class RowWriter:
-    """Appends one JSON object per line with a single write() on an O_APPEND descriptor, then fsync,
-    so a crash leaves at most one torn line at the end (which read_rows cuts off)."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-
-    def write(self, row: dict[str, Any]) -> None:
-        data = (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8")
-        with self._lock:
-            os.write(self._fd, data)
-            os.fsync(self._fd)
-
-    def close(self) -> None:
-        with self._lock:
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
-
-    def __enter__(self) -> "RowWriter":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 # ---- one question -> one row --------------------------------------------------------------------
@@ -152,56 +70,24 @@ def make_row(method: str, question: QuestionRecord, result: Any, wall_s: float,
     return row
 
 
-@dataclass
-class RunOutcome:
-    rows: list[dict[str, Any]]          # one per requested question, in question order
-    new: int                            # questions answered in this run
-    skipped: int                        # questions found finished in the file
-    wall_s: float                       # wall time of this run's new questions
+def result_rows(method: str, questions: Sequence[QuestionRecord], results: Sequence[Any]) -> list[dict[str, Any]]:
+    """Rows for results that an agents run (`glmcot.agents.run_questions`) returned, one per question."""
+    return [make_row(method, question, result, _get(result, "latency_s", 0.0)) for question, result in zip(questions, results)]
 
 
 # Rows a resumed run answers again: the backend failed (now perhaps fixed) or the run crashed.
 RETRY_ON_RESUME = ("backend_error", "error")
 
 
-class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C during a run: the rows written so far are saved; a rerun resumes after them."""
-
-    def __init__(self, method: str, path: Path, saved: int, total: int) -> None:
-        super().__init__(f"{method}: {saved} of {total} answers saved in {path}")
-        self.method, self.path, self.saved, self.total = method, path, saved, total
-
-
-def _rewrite_without(path: Path, drop: set[str], method: str) -> None:
-    """Rewrites `path` atomically without the rows of `drop` (failed rows about to be retried)."""
-    kept = [r for r in read_rows(path) if not (str(r["qid"]) in drop and r.get("method", method) == method)]
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept), encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def run_method(method: str, questions: Sequence[QuestionRecord], answer_fn: AnswerFn, out_path: Path, *,
                concurrency: int = 4, judge_fn: JudgeFn | None = None, resume: bool = True,
                on_done: Callable[[dict[str, Any]], None] | None = None,
                on_start: Callable[[int], None] | None = None,
-               retry_failed: Sequence[str] = RETRY_ON_RESUME) -> RunOutcome:
-    """Answers the questions not yet in ``out_path`` with ``concurrency`` workers. Rows whose
-    failure is in ``retry_failed`` are answered again. ``on_start(done)`` is told how many were
-    already done. Ctrl-C stops at once (questions in flight are dropped) and raises
-    RunInterrupted; every row written before it is kept."""
-    out_path = Path(out_path)
-    if not resume and out_path.exists():
-        out_path.unlink()
-    finished = {str(r["qid"]): r for r in read_rows(out_path) if r.get("method", method) == method}
-    retry = {qid for qid, r in finished.items() if r.get("failure") in retry_failed}
-    if retry:
-        _rewrite_without(out_path, retry, method)
-        for qid in retry:
-            del finished[qid]
-    todo = [q for q in questions if q.qid not in finished]
-    if on_start is not None:
-        on_start(len(questions) - len(todo))
-    new_rows: dict[str, dict[str, Any]] = {}
+               retry_failed: Sequence[str] = RETRY_ON_RESUME) -> RunOutcome[dict[str, Any]]:
+    """Answers the questions not yet in ``out_path`` with ``concurrency`` workers; the outcome's
+    results are the rows, in question order. Rows whose failure is in ``retry_failed`` are answered
+    again. ``on_start(done)`` is told how many were already done. Ctrl-C stops at once (questions
+    in flight are dropped) and raises RunInterrupted; every row written before it is kept."""
     stop = threading.Event()
 
     def work(question: QuestionRecord) -> dict[str, Any]:
@@ -223,53 +109,15 @@ def run_method(method: str, questions: Sequence[QuestionRecord], answer_fn: Answ
                 row["judge_reply"] = f"judge failed: {type(exc).__name__}: {exc}"
         return row
 
-    # Daemon workers, not a ThreadPoolExecutor: on Ctrl-C the process must not wait for the
-    # questions in flight (an executor joins its threads at exit).
-    pending: queue.SimpleQueue = queue.SimpleQueue()
-    results: queue.SimpleQueue = queue.SimpleQueue()
-    for question in todo:
-        pending.put(question)
-
-    def worker() -> None:
-        while not stop.is_set():
-            try:
-                question = pending.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                results.put(work(question))
-            except BaseException as exc:  # noqa: BLE001 - reported by the main thread
-                results.put(exc)
-
-    start = time.perf_counter()
-    threads = [threading.Thread(target=worker, name=f"glmcot-eval-{i}", daemon=True)
-               for i in range(min(max(1, concurrency), max(1, len(todo))))]
-    with RowWriter(out_path) as writer:
-        for thread in threads:
-            thread.start()
-        received = 0
-        try:
-            while received < len(todo):
-                try:
-                    row = results.get(timeout=0.2)   # a timeout keeps Ctrl-C deliverable
-                except queue.Empty:
-                    continue
-                received += 1
-                if isinstance(row, BaseException):
-                    raise row
-                writer.write(row)
-                new_rows[row["qid"]] = row
-                if on_done is not None:
-                    on_done(row)
-        except KeyboardInterrupt:
-            stop.set()
-            raise RunInterrupted(method, out_path, len(questions) - len(todo) + received,
-                                 len(questions)) from None
-        finally:
-            stop.set()
-    wall = time.perf_counter() - start
-    rows = [new_rows.get(q.qid) or finished[q.qid] for q in questions]
-    return RunOutcome(rows=rows, new=len(todo), skipped=len(questions) - len(todo), wall_s=wall)
+    storage = Storage(encode=lambda question, row: row, decode=lambda row: row,
+                      belongs=lambda row: row.get("method", method) == method,
+                      retry=lambda row: row.get("failure") in retry_failed)
+    try:
+        return run_resumable(questions, work, item_key=lambda question: question.qid, storage=storage,
+                             path=out_path, name=method, concurrency=concurrency, resume=resume,
+                             on_start=on_start, on_done=on_done)
+    finally:
+        stop.set()
 
 
 # ---- summaries -----------------------------------------------------------------------------------

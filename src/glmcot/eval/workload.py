@@ -75,7 +75,7 @@ def measure(method: str, questions: list[QuestionRecord], dataset: Path, config:
         stats = systems.engine_stats(backend)
         retrieval = getattr(context, "retrieval", None)
         retrieval_stats = dict(getattr(retrieval, "stats", None) or {})
-    summary = summarize(outcome.rows, outcome.wall_s, outcome.new, prices)
+    summary = summarize(outcome.results, outcome.wall_s, outcome.new, prices)
     summary["engine_stats"] = stats
     summary["retrieval_stats"] = retrieval_stats
     summary["wall_s"] = outcome.wall_s

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -238,15 +237,5 @@ class DeltaBuilder:
         self.report.deleted_edges += 1
 
 
-def write_json_atomic(path: Path, data: dict) -> None:
-    """Write JSON to a temporary file, flush it to disk, then rename it into place."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, ensure_ascii=False)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
 __all__ = ["Operation", "Delta", "DeltaBuilder", "ApplyReport", "parse_operation", "read_operations",
-           "write_json_atomic", "OPS", "DELTA_FORMAT"]
+           "OPS", "DELTA_FORMAT"]

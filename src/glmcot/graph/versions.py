@@ -26,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from glmcot.graph.delta import ApplyReport, Delta, DeltaBuilder, Operation, write_json_atomic
+from glmcot.files import write_json_atomic
+from glmcot.graph.delta import ApplyReport, Delta, DeltaBuilder, Operation
 from glmcot.graph.errors import GraphFormatError
 from glmcot.graph.store import Graph
 from glmcot.graph.writer import NULL, StoreWriter
@@ -63,7 +64,7 @@ class VersionInfo:
 
     def write(self, root: Path) -> None:
         write_json_atomic(root / CURRENT, {"format": VERSIONS_FORMAT, **asdict(self),
-                                           "committed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+                                           "committed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=None)
 
 
 def open_version(root: str | os.PathLike) -> Graph:
@@ -183,7 +184,7 @@ def apply_update(root: str | os.PathLike, operations: Iterable[Operation], crash
         version = info.version + 1
         (root / "deltas").mkdir(exist_ok=True)
         delta_name = f"deltas/v{version:06d}.json"
-        write_json_atomic(root / delta_name, delta.to_json())
+        write_json_atomic(root / delta_name, delta.to_json(), indent=None)
         crash("delta-written")
         new_info = VersionInfo(version, info.base, delta_name)
         from glmcot.graph.index_updates import has_node_index, update_node_index

@@ -10,9 +10,7 @@ training target. Evaluation seeds are disjoint from training seeds (`split_seeds
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 import threading
 import zlib
 from collections.abc import Callable, Iterable
@@ -20,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from glmcot.data.schemas import DOMAINS
+from glmcot.files import write_rows_atomic
 from glmcot.llm.types import LLMBackend, LLMRequest, LLMResponse, cut_at_stop
 from glmcot.mini.compact import compact_segments
 
@@ -195,16 +194,9 @@ def collect(config: DataConfig, work_dir: str | Path, progress: Callable[[str], 
 
 def write_examples(examples: Iterable[Example], path: str | Path) -> int:
     """JSON Lines, one example a line (written atomically)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    count = 0
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        for example in examples:
-            handle.write(json.dumps({"format": DATA_FORMAT, **asdict(example)}, ensure_ascii=False) + "\n")
-            count += 1
-    os.replace(tmp, path)
-    return count
+    rows = [{"format": DATA_FORMAT, **asdict(example)} for example in examples]
+    write_rows_atomic(path, rows)
+    return len(rows)
 
 
 def read_examples(path: str | Path) -> list[Example]:

@@ -8,17 +8,11 @@ thread, and read with `read_stats(path)`.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from pathlib import Path
 from typing import Any, Callable
 
-
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
-    os.replace(temporary, path)
+from glmcot.files import write_json_atomic
 
 
 def read_stats(path: str | Path) -> dict[str, Any]:
@@ -46,7 +40,7 @@ class StatsWriter:
         """Writes now (on the caller's thread)."""
         self._dirty.clear()
         try:
-            write_json_atomic(self.path, self.snapshot())
+            write_json_atomic(self.path, self.snapshot(), sort_keys=True)
         except Exception as error:  # never let the counters break vLLM
             self.failed = f"{type(error).__name__}: {error}"
 

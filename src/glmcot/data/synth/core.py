@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from glmcot.data.schemas import DomainSchema
+from glmcot.files import write_json_atomic
 
 # Named scales: a target edge count (stored adjacency entries); "tiny" is sized by node count.
 SCALES: dict[str, int | None] = {"tiny": None, "small": 100_000, "medium": 1_000_000,
@@ -214,7 +215,6 @@ class SynthGraph:
 
 def _make_manifest_deterministic(store: Path) -> None:
     import hashlib
-    import os
 
     path = store / "manifest.json"
     manifest = json.loads(path.read_text(encoding="utf-8"))
@@ -226,9 +226,7 @@ def _make_manifest_deterministic(store: Path) -> None:
     digest.update(json.dumps(body, sort_keys=True).encode())
     manifest["store_id"] = digest.hexdigest()[:32]
     manifest["created"] = "1970-01-01T00:00:00Z"
-    tmp = path.with_name(".manifest.json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=1, ensure_ascii=False), encoding="utf-8")
-    os.replace(tmp, path)
+    write_json_atomic(path, manifest, indent=1)
 
 
 # -- sampling helpers ---------------------------------------------------------------------------

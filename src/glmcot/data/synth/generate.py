@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import shutil
 import zlib
@@ -16,6 +15,7 @@ import numpy as np
 from glmcot.data.questions import QUESTIONS_FORMAT, QuestionRecord, write_questions
 from glmcot.data.schemas import DOMAINS, canonical_domain, load_schema
 from glmcot.data.synth.core import SynthGraph, resolve_scale
+from glmcot.files import write_json_atomic
 
 GENERATOR_VERSION = "1"
 _OUTPUTS = ("graph", "graph.json", "questions.jsonl", "meta.json", ".graph.json.tmp", ".meta.json.tmp",
@@ -165,9 +165,7 @@ def generate(config: SynthConfig, out_dir: str | os.PathLike, force: bool = Fals
         },
         "definition": load_schema(config.domain).definition,
     }
-    tmp = out / ".meta.json.tmp"
-    tmp.write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, out / "meta.json")
+    write_json_atomic(out / "meta.json", meta, indent=1)
     return meta
 
 
