@@ -31,6 +31,8 @@ from pathlib import Path
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from glmcot.benchmarks.common import write_json  # noqa: E402
+
 DOMAINS = ("dblp", "amazon", "goodreads", "biomedical", "legal")
 PRIMITIVES = ("RetrieveNode", "NeighbourCheck", "NodeFeature", "NodeDegree")
 LABEL = "glmcot-mini (trained on synthetic data), real decoding"
@@ -250,10 +252,7 @@ def main(argv: list[str] | None = None) -> None:
                         str(total["retrieve_from_question"]))
         console.print(grb)
     console.print("These are in-distribution skills on GRBench's templates (synthetic graphs), not general reasoning.")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(f".{args.out.name}.tmp")
-    tmp.write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
-    tmp.replace(args.out)
+    write_json(args.out, report, indent=1, default=str)
     console.print(f"wrote {args.out}")
 
 
