@@ -97,4 +97,3 @@ def main(argv: list[str] | None = None) -> int:
     write_json(out, result)
     console.print(f"wrote {out}")
     return 0
-

@@ -79,4 +79,3 @@ def fidelity(args, sessions: list[Session]) -> dict:
                      "kl_mean": statistics.fmean(kls), "kl_p99": percentile(kls, 99), "steps": steps,
                      "chunk_hit_tokens": chunk_hits}
     return out
-

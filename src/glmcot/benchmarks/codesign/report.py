@@ -121,4 +121,3 @@ def print_report(rows: dict[str, dict], ours: dict, ours_cpu: dict, fid: dict | 
         console.print(ft)
         if fid.get("caveat"):
             console.print(f"[bold yellow]caveat:[/] {fid['caveat']}")
-

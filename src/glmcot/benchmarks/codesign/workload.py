@@ -217,7 +217,7 @@ def record_traces(per_domain: int, domains: list[str], folder: Path, console) ->
 
 
 def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
-    """The workload options codesign.py and codesign_sweep.py share."""
+    """The workload options the codesign, codesign_sweep and vllm_codesign benchmarks share."""
     parser.add_argument("--sessions", type=int, default=40, help="questions (agent sessions) replayed per arm")
     parser.add_argument("--concurrency", type=int, default=12, help="sessions in flight")
     parser.add_argument("--vertices", type=int, default=200, help="distinct vertex chunks in the graph")
@@ -242,5 +242,3 @@ def load_workload(args, out: Path, console) -> tuple[list[Session], dict[str, st
     if args.traces:
         return recorded_workload(args.traces, args.seed, args.sessions)
     return make_workload(args.seed, args.sessions, args.vertices, args.zipf, args.prompt_words, args.neighbours)
-
-
