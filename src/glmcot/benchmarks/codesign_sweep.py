@@ -27,7 +27,11 @@ import argparse
 import textwrap
 from pathlib import Path
 
-from glmcot.benchmarks import codesign  # noqa: E402  (the workloads and the arms)
+from glmcot.benchmarks.codesign.arms import ARMS, run_arm
+from glmcot.benchmarks.codesign.report import compare
+from glmcot.benchmarks.codesign.workload import add_workload_arguments, load_workload
+from glmcot.benchmarks.common import run_header, save_figure, signed
+from glmcot.files import write_json_atomic
 
 DEFAULT_ARMS = ("lru+facts", "lru", "lru+chunks", "glm-paper+chunks", "glm+chunks")
 # What a sweep row keeps of an arm's result: its cache behaviour, not its timings.
@@ -58,7 +62,7 @@ def plot(rows: list[dict], arms: list[str], path: Path, title: str) -> Path:
         axes.grid(alpha=0.3)
         axes.legend()
     figure.suptitle(textwrap.fill(title, 110), fontsize=11)  # a long title is wrapped, not clipped
-    return codesign.save_figure(figure, path)
+    return save_figure(figure, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,10 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kv-tokens", type=int, nargs="+", default=[4096, 6144, 8192, 12288, 16384, 24576, 32768],
                         help="KV pool sizes (tokens) to sweep")
-    parser.add_argument("--arms", nargs="+", default=list(DEFAULT_ARMS), choices=list(codesign.ARMS))
+    parser.add_argument("--arms", nargs="+", default=list(DEFAULT_ARMS), choices=list(ARMS))
     parser.add_argument("--model", default="random:qwen3:tiny-qwen-vocab",
                         help="model whose tokenizer sets the token counts (the weights do not change cache behaviour)")
-    codesign.add_workload_arguments(parser)
+    add_workload_arguments(parser)
     parser.add_argument("--chunk-admission", type=int, default=2)
     parser.add_argument("--out", default="runs/bench-codesign/sweep.json")
     args = parser.parse_args(argv)
@@ -80,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
 
     console = Console()
     out = Path(args.out)
-    sessions, prompts = codesign.load_workload(args, out, console)
+    sessions, prompts = load_workload(args, out, console)
     engine_args = argparse.Namespace(model=args.model, dtype="float32", device="cpu", threads=None,
                                      concurrency=args.concurrency, block_size=16, batch_tokens=2048, pic_k=16,
                                      chunk_admission=args.chunk_admission, kv_tokens=None)
@@ -90,13 +94,13 @@ def main(argv: list[str] | None = None) -> int:
         for kv in args.kv_tokens:
             engine_args.kv_tokens = kv
             for arm in args.arms:
-                result = codesign.run_arm(arm, engine_args, sessions, prompts)
+                result = run_arm(arm, engine_args, sessions, prompts)
                 rows.append({k: result[k] for k in FIELDS})
                 progress.advance(task)
     effects = []
     for kv in args.kv_tokens:
         at = {r["arm"]: r for r in rows if r["kv_pool_tokens"] == kv}
-        effect = codesign.compare(at, None)
+        effect = compare(at, None)
         effects.append({"kv_pool_tokens": kv, **{key: effect.get(key) for key in EFFECTS}})
     table = Table(title=f"Co-design arms against KV pool size ({len(sessions)} sessions; {LABEL})")
     for column in ("pool", "arm", "hit", "prefix", "chunk", "prefill tok", "evict P1/P2/P3/P4", "preempt"):
@@ -113,19 +117,19 @@ def main(argv: list[str] | None = None) -> int:
                    "priority eviction: misses %", "as the paper's levels (glm-paper)"):
         bars.add_column(column, justify="right")
     for e in effects:
-        bars.add_row(f"{e['kv_pool_tokens']:,}", *(codesign.signed(e[key]) for key in EFFECTS))
+        bars.add_row(f"{e['kv_pool_tokens']:,}", *(signed(e[key]) for key in EFFECTS))
     console.print(bars)
     workload = "recorded GLM traces" if args.traces else "synthetic"
     picture = plot(rows, args.arms, out.with_suffix(".png"), f"{workload}, {len(sessions)} sessions, "
                    f"{args.concurrency} in flight, {args.model} tokens ({LABEL})")
     result = {
-        "benchmark": "codesign-sweep", "version": 1, **codesign.run_header(argv),
+        "benchmark": "codesign-sweep", "version": 1, **run_header(argv),
         "settings": vars(args), "label": LABEL,
         "workload": {"synthetic": not args.traces, "traces": args.traces, "sessions": len(sessions),
                      "calls": sum(len(s.calls) for s in sessions)},
         "rows": rows, "effects": effects, "plot": str(picture),
     }
-    codesign.write_json(out, result)
+    write_json_atomic(out, result)
     console.print(f"wrote {out} and {picture}")
     return 0
 

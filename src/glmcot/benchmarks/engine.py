@@ -31,6 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from glmcot.benchmarks.common import run_header
+from glmcot.files import write_json_atomic
+
 QWEN_ORDINARY_IDS = 151643  # ids below this are ordinary BPE tokens
 
 
@@ -240,8 +243,7 @@ def report(args: argparse.Namespace, workloads: dict, legs: dict, tokens: dict, 
     from rich.table import Table
 
     console = Console()
-    summary: dict = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": " ".join(sys.argv),
-                     "model": args.model, "threads": args.threads, "notes": notes, "workloads": {}}
+    summary: dict = {**run_header(None), "model": args.model, "threads": args.threads, "notes": notes, "workloads": {}}
     for name, w in workloads.items():
         table = Table(title=f"{name}: {len(w['prompts'])} prompts, {sum(map(len, w['prompts']))} prompt tokens, "
                             f"{sum(w['outputs'])} output tokens")
@@ -364,8 +366,7 @@ def main(argv: list[str] | None = None) -> None:
     notes.append(f"best of {args.repeat} interleaved runs per leg and workload (the legs take turns)")
     summary = report(args, workloads, legs, tokens, notes)
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(summary, indent=2))
+    write_json_atomic(out, summary)
     print(f"wrote {out}")
 
 

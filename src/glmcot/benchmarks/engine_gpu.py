@@ -22,10 +22,12 @@ from __future__ import annotations
 from glmcot.offline import stay_offline
 
 import argparse
-import json
 import random
 import time
 from pathlib import Path
+
+from glmcot.benchmarks.common import run_header
+from glmcot.files import write_json_atomic
 
 
 def synchronize(device: str) -> None:
@@ -135,10 +137,8 @@ def main(argv: list[str] | None = None) -> None:
     console.print(table)
     device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "device": device_name,
-                               "settings": vars(args), "weight_bytes": weight_bytes, "kv_bytes_per_token": kv_token,
-                               "rows": rows}, indent=2))
+    write_json_atomic(out, {**run_header(argv), "device": device_name, "settings": vars(args), "weight_bytes": weight_bytes,
+                     "kv_bytes_per_token": kv_token, "rows": rows})
     console.print(f"wrote {out}")
 
 

@@ -21,10 +21,12 @@ from __future__ import annotations
 from glmcot.offline import stay_offline
 
 import argparse
-import json
 import statistics
 import time
 from pathlib import Path
+
+from glmcot.benchmarks.common import run_header
+from glmcot.files import write_json_atomic
 
 SHAPES = [(4096, 1024), (1024, 2048), (6144, 1024), (1024, 3072)]  # Qwen3-0.6B: qkv, o, gate_up, down
 
@@ -168,10 +170,8 @@ def main(argv: list[str] | None = None) -> None:
     console.print("decode step, 12 sequences at 1,000-1,500 tokens of context: " +
                   ", ".join(f"{k} {v * 1e3:.0f} ms" for k, v in decode.items()))
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "dtype": args.dtype,
-                               "threads": torch.get_num_threads(), "gemm_ms_28_layers": gemm,
-                               "prefill_attention_s": attention, "decode_step_s": decode}, indent=2))
+    write_json_atomic(out, {**run_header(argv), "dtype": args.dtype, "threads": torch.get_num_threads(), "gemm_ms_28_layers": gemm,
+                     "prefill_attention_s": attention, "decode_step_s": decode})
     console.print(f"wrote {out}")
 
 

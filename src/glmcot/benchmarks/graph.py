@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from glmcot.files import write_json_atomic
 from glmcot.graph.primitives import GraphTools
 from glmcot.graph.store import Graph
 from glmcot.graph.writer import StoreWriter
@@ -334,8 +335,7 @@ def main(argv: list[str] | None = None) -> None:
             shutil.rmtree(workdir, ignore_errors=True)
     print_table(results)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=1))
+        write_json_atomic(args.out, results, indent=1)
         print(f"\nwrote {args.out}")
 
 

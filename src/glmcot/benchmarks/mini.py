@@ -30,6 +30,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from glmcot.offline import stay_offline
+from glmcot.files import write_json_atomic  # noqa: E402
 
 DOMAINS = ("dblp", "amazon", "goodreads", "biomedical", "legal")
 PRIMITIVES = ("RetrieveNode", "NeighbourCheck", "NodeFeature", "NodeDegree")
@@ -252,10 +253,7 @@ def main(argv: list[str] | None = None) -> None:
                         str(total["retrieve_from_question"]))
         console.print(grb)
     console.print("These are in-distribution skills on GRBench's templates (synthetic graphs), not general reasoning.")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(f".{args.out.name}.tmp")
-    tmp.write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
-    tmp.replace(args.out)
+    write_json_atomic(args.out, report, indent=1)
     console.print(f"wrote {args.out}")
 
 

@@ -19,16 +19,15 @@ from glmcot.offline import stay_offline
 import argparse
 import asyncio
 import json
-import os
-import platform
 import random
 import statistics
-import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import httpx
+
+from glmcot.benchmarks.common import run_header
+from glmcot.files import write_json_atomic
 
 
 def percentile(values: list[float], q: float) -> float | None:
@@ -192,15 +191,9 @@ def main(argv: list[str] | None = None) -> None:
                   f"mean {by['graphcot']['latency_mean_s'] / by['glm']['latency_mean_s']:.2f}x; "
                   f"GLM/Graph-CoT throughput "
                   f"{by['glm']['throughput_qps'] / by['graphcot']['throughput_qps']:.2f}x")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"benchmark": "serve", "version": 1, "policy": "scripted policy",
-               "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-               "command": " ".join([Path(sys.executable).name, *sys.argv]),
-               "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+    payload = {"benchmark": "serve", "version": 1, "policy": "scripted policy", **run_header(argv),
                "model": args.model, "data": str(args.data), "results": results}
-    tmp = args.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload, indent=2))
-    tmp.replace(args.out)
+    write_json_atomic(args.out, payload)
     print(f"wrote {args.out}")
 
 

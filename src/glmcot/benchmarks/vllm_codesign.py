@@ -43,7 +43,9 @@ from pathlib import Path
 
 import httpx
 
-from glmcot.benchmarks import codesign
+from glmcot.benchmarks.codesign.workload import add_workload_arguments, load_workload
+from glmcot.benchmarks.common import percentile, signed
+from glmcot.files import write_json_atomic
 from glmcot.offline import stay_offline
 
 ARMS = ("enforce", "observe", "absent")
@@ -194,8 +196,8 @@ def replay(server: Server, args, model: Path, sessions, prompts) -> dict:
     if evicted_before is not None and evicted_after is not None:
         evictions = {k: evicted_after[k] - evicted_before.get(k, 0) for k in ("p1", "p2", "p3", "p4")}
     return {"arm": server.arm, "sessions": len(sessions), "calls": usage["calls"], "wall_s": wall,
-            "throughput_sessions_per_s": len(sessions) / wall, "latency_p50_s": codesign.percentile(latencies, 50),
-            "latency_p99_s": codesign.percentile(latencies, 99), "prefix_queries_tokens": queries,
+            "throughput_sessions_per_s": len(sessions) / wall, "latency_p50_s": percentile(latencies, 50),
+            "latency_p99_s": percentile(latencies, 99), "prefix_queries_tokens": queries,
             "prefix_hit_tokens": hits, "hit_rate": hits / queries if queries else 0.0,
             "prompt_tokens_computed": queries - hits, "usage_prompt_tokens": usage["prompt"],
             "usage_cached_tokens": usage["cached"], "evictions": evictions}
@@ -232,7 +234,7 @@ def median_rows(runs: list[dict]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     stay_offline()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    codesign.add_workload_arguments(parser)
+    add_workload_arguments(parser)
     parser.add_argument("--model", default=None, help="checkpoint directory (default: a tiny random Qwen3 built here)")
     parser.add_argument("--kv-tokens", type=int, nargs="+", default=[4096, 6144, 8192, 12288, 16384],
                         help="KV pool sizes to sweep, in tokens")
@@ -260,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     model = Path(args.model) if args.model else build_model(out.parent / "tiny-qwen3")
-    sessions, prompts = codesign.load_workload(args, out, console)
+    sessions, prompts = load_workload(args, out, console)
     from glmcot.llm.vllm_backend import SegmentTokenizer, local_tokenizer
 
     hf = local_tokenizer(str(model))
@@ -295,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         point = {"kv_pool_tokens": kv_tokens, "sessions": len(fitting), "rows": rows, "runs": runs,
                  "effects": effects(rows)}
         result["points"].append(point)
-        write(out, result)
+        write_json_atomic(out, result)
     keys = sorted({k for p in result["points"] for k in p["effects"]})
     result["median_effects"] = {k: statistics.median(p["effects"][k] for p in result["points"] if k in p["effects"])
                                 for k in keys}
@@ -303,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     result["bar_met"] = (result["median_effects"].get("miss_pct", 0) < PAPER["miss_pct"]
                          and result["median_effects"].get("throughput_pct", 0) > PAPER["throughput_pct"])
     result["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    write(out, result)
+    write_json_atomic(out, result)
     table = Table(title="enforce vs absent (plugin off) and observe vs absent, per KV pool size")
     for column in ("KV tokens", "hit absent", "hit enforce", "misses %", "throughput %", "observe thr. %",
                    "evictions P1/P2/P3/P4 (enforce)", "(observe = LRU)"):
@@ -316,8 +318,8 @@ def main(argv: list[str] | None = None) -> int:
             return "/".join(f"{e[k]:.0f}" for k in ("p1", "p2", "p3", "p4")) if e else "n/a"
 
         table.add_row(str(point["kv_pool_tokens"]), f"{rows.get('absent', {}).get('hit_rate', float('nan')):.3f}",
-                      f"{rows.get('enforce', {}).get('hit_rate', float('nan')):.3f}", codesign.signed(eff.get("miss_pct")),
-                      codesign.signed(eff.get("throughput_pct")), codesign.signed(eff.get("observe_throughput_pct")),
+                      f"{rows.get('enforce', {}).get('hit_rate', float('nan')):.3f}", signed(eff.get("miss_pct")),
+                      signed(eff.get("throughput_pct")), signed(eff.get("observe_throughput_pct")),
                       ev("enforce"), ev("observe"))
     console.print(table)
     console.print(f"median over the sweep: {json.dumps({k: round(v, 2) for k, v in result['median_effects'].items()})}; "
@@ -331,12 +333,6 @@ def build_model(directory: Path) -> Path:
     from glmcot.benchmarks.tiny_checkpoint import tiny_qwen3
 
     return tiny_qwen3(directory)
-
-
-def write(out: Path, result: dict) -> None:
-    temporary = out.with_suffix(".tmp")
-    temporary.write_text(json.dumps(result, indent=2))
-    os.replace(temporary, out)
 
 
 if __name__ == "__main__":
