@@ -3,7 +3,6 @@
 import pytest
 
 from glmcot.agents import AgentConfig, GLMAgent, GraphCoTAgent
-from glmcot.agents import formats
 from glmcot.agents.trace import Answer, GraphCoTStep, LLMCall, Reasoning, SnippetRun
 
 

@@ -59,7 +59,7 @@ def _naive_answer(g: Naive, r) -> str | None:
         me = e["name"]
         return g.f(_argmax(Counter(a for p in g.n(me, "paper") for a in g.n(p, "author") if a != me)), "name")
     if t == "dblp/13":
-        start, goal, seen, frontier = e["name"], e["name2"], {e["name"]}, [e["name"]]
+        _start, goal, seen, frontier = e["name"], e["name2"], {e["name"]}, [e["name"]]
         for hops in range(1, 6):
             frontier = [b for a in frontier for p in g.n(a, "paper") for b in g.n(p, "author")]
             frontier = list(dict.fromkeys(b for b in frontier if b not in seen))

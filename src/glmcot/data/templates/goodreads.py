@@ -199,7 +199,7 @@ def _author_mode_template(template: str, feature: str, what: str, is_list: bool)
                f"counts = {{}}\n"
                f"for book in NeighbourCheck(author, \"book\"):\n"
                + loop +
-               f"print(max(counts, key=counts.get))")
+               "print(max(counts, key=counts.get))")
         p.act("I need to find the author first.", f"RetrieveNode[{name}]")
         p.act("I list the author's books.", "NeighbourCheck[$0, book]")
         p.act(f"And read the {feature} of each book to count them.", f"NodeFeature[$1[*], {feature}]")
