@@ -2,14 +2,15 @@
 
 Scripted policy: system figures, not accuracy. Each arm is one fresh `vllm serve` (same model, KV
 pool, block size and flags; the forcing logits processor loaded, so the scripted replies are
-decoded by vLLM) with `GLMCOT_VLLM_PLUGIN=enforce` or `off`; against it runs the command a user
+decoded by vLLM) with `GLMCOT_VLLM_PLUGIN=enforce` or `off` (and, with `--arms`, `observe`:
+vLLM's order, the levels only counted); against it runs the command a user
 runs, `glmcot eval --method glm --scripted --llm vllm+glmcot:URL` on the same questions, as its
 own process, timed. Arms run one after another (the order alternates over repeats), never at the
 same time: on a 2-core machine they would share the cores.
 
 Per arm: the prompt tokens vLLM computed (its /metrics prefix-cache queries minus hits, over the
-eval), the hit rate, the plugin's evicted blocks per level (enforce writes them; off runs no
-plugin, so it has none), the eval's wall time, and the enforce/off ratios.
+eval), the hit rate, the plugin's evicted blocks per level (enforce and observe write them; off
+runs no plugin, so it has none), the eval's wall time, and the ratios to off.
 
     python -m glmcot.benchmarks.vllm_eval --domain dblp --questions-per-template 2 --limit 20 --kv-tokens 4096
 
@@ -32,7 +33,7 @@ from glmcot.benchmarks import vllm_codesign
 from glmcot.offline import stay_offline
 
 LABEL = "scripted policy: system figures, not accuracy"
-ARMS = ("enforce", "off")
+ARMS = ("enforce", "observe", "off")  # observe: vLLM's own order with the plugin counting levels
 FORCING = "glmcot.vllm_plugin.forcing:ForcedTokensLogitsProcessor"
 SRC = Path(__file__).resolve().parents[2]
 
@@ -115,8 +116,8 @@ def print_table(result: dict) -> None:
         print(f"{arm:8} {row['questions']:9d} {row['llm_calls']:6.0f} {row['backend_errors']:6d} {row['exact_answers']:5d} "
               f"{row['prefix_queries']:18,.0f} "
               f"{row['prefix_hits']:8,.0f} {row['computed_tokens']:9,.0f} {row['hit_rate']:8.3f} {row['wall_s']:7.1f}  {evicted}")
-    for key, value in result["ratios"].items():
-        print(f"enforce/off {key}: {'n/a' if value is None else f'{value:.3f}'}")
+    for pair, values in result["ratios"].items():
+        print(f"{pair}: " + ", ".join(f"{key} {'n/a' if value is None else f'{value:.3f}'}" for key, value in values.items()))
 
 
 def one_pool(args, kv_tokens: int, model: Path, data: Path, folder: Path) -> dict:
@@ -124,18 +125,19 @@ def one_pool(args, kv_tokens: int, model: Path, data: Path, folder: Path) -> dic
     args.kv_tokens = kv_tokens  # what vllm_codesign's server start reads
     runs = []
     for turn in range(args.repeats):
-        for arm in (ARMS if turn % 2 == 0 else tuple(reversed(ARMS))):
+        for arm in (args.arms if turn % 2 == 0 else tuple(reversed(args.arms))):
             runs.append(run_arm(arm, args, model, data, folder, turn))
             print(f"{kv_tokens} tokens, turn {turn}, {arm}: {runs[-1]['computed_tokens']:,.0f} prompt tokens computed, "
                   f"{runs[-1]['wall_s']:.1f} s", file=sys.stderr)
-    arms = {arm: pooled(runs, arm) for arm in ARMS}
-    enforce, off = arms["enforce"], arms["off"]
-    return {
-        "kv_tokens": kv_tokens, "questions": args.limit, "repeats": args.repeats, "arms": arms, "runs": runs,
-        "ratios": {"prompt tokens computed": ratio(enforce["computed_tokens"], off["computed_tokens"]),
-                   "prefix hits": ratio(enforce["prefix_hits"], off["prefix_hits"]),
-                   "wall time": ratio(enforce["wall_s"], off["wall_s"])},
-    }
+    arms = {arm: pooled(runs, arm) for arm in args.arms}
+    ratios = {}
+    for arm in ("enforce", "observe"):  # observe/off: the plugin's overhead and this run's noise floor
+        if arm in arms and "off" in arms:
+            ratios[f"{arm}/off"] = {key: ratio(arms[arm][field], arms["off"][field]) for key, field in
+                                    (("prompt tokens computed", "computed_tokens"), ("prefix hits", "prefix_hits"),
+                                     ("wall time", "wall_s"))}
+    return {"kv_tokens": kv_tokens, "questions": args.limit, "repeats": args.repeats, "arms": arms, "runs": runs,
+            "ratios": ratios}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -149,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=4, help="questions in flight")
     parser.add_argument("--kv-tokens", type=int, nargs="+", default=[2048], help="KV pool sizes (tokens, 32 per block)")
     parser.add_argument("--max-model-len", type=int, default=4096, help="capped at the pool size")
-    parser.add_argument("--repeats", type=int, default=1, help="turns of both arms (order alternates)")
+    parser.add_argument("--repeats", type=int, default=1, help="turns of every arm (order alternates)")
+    parser.add_argument("--arms", nargs="+", default=["enforce", "off"], choices=ARMS)
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--device", default="cpu", choices=("cpu", "gpu"))
     parser.add_argument("--eager", action=argparse.BooleanOptionalAction, default=True, help="--enforce-eager")
