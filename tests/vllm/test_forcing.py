@@ -167,4 +167,7 @@ def test_scripted_glm_questions_run_end_to_end_through_vllm(server, tmp_path):
     assert len(rows) == 3
     assert not [row for row in rows if row.get("failure") == "backend_error"], rows
     summary = json.loads((out / "summary.json").read_text())
-    assert "scripted policy force-decoded" in json.dumps(summary)
+    assert "scripted policy force-decoded" in summary["backend"]
+    glm = summary["methods"]["glm"]
+    # the gold answers come out only when every code and answer reply came back token for token
+    assert glm["em_count"] == 3 and glm["failures"]["unexpected_output"] == 0 and glm["llm_calls_per_question"] >= 2
