@@ -13,4 +13,6 @@ if [ "$vllm_tests" != "1" ]; then
 fi
 "$venv/bin/python" -m pytest -q "$@"
 vllm_venv=$(scripts/setup_vllm.sh | tail -n 1)
-exec "$vllm_venv/bin/python" -m pytest -q tests/vllm
+# the scripted eval through vLLM runs glmcot's CLI with the main environment (vLLM's has no faiss)
+case "$venv" in /*) main_python="$venv/bin/python" ;; *) main_python="$PWD/$venv/bin/python" ;; esac
+GLMCOT_CLIENT_PYTHON="${GLMCOT_CLIENT_PYTHON:-$main_python}" exec "$vllm_venv/bin/python" -m pytest -q tests/vllm

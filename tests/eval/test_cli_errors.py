@@ -17,6 +17,8 @@ def _run(args, env=None):
 @pytest.mark.parametrize("args,message", [
     (["eval", "--questions", "nope.jsonl", "--graph", ".", "--method", "sideways", "--scripted"], "unknown method 'sideways'"),
     (["eval", "--questions", "nope.jsonl", "--graph", ".", "--model", "x", "--llm", "http://h"], "only one of --model, --llm"),
+    # the scripted policy force-decodes only through glmcot's vLLM backend (or the native engine)
+    (["eval", "--questions", "nope.jsonl", "--graph", ".", "--scripted", "--llm", "http://h"], "only one of --model, --llm"),
     (["eval", "--questions", "nope.jsonl", "--method", "glm", "--scripted"], "--graph is needed for glm"),
     (["eval", "--questions", "nope.jsonl", "--graph", ".", "--llm-model", "m", "--model", "x"], "--llm-model needs --llm"),
     (["ask", "Who?", "--graph", "."], "give --model PATH"),

@@ -69,3 +69,16 @@ def test_llm_timeout_and_retries_come_from_options_env_or_file(tmp_path: Path, t
         load_config({"llm_retries": -1}, environ={})
     with pytest.raises(ConfigError, match="GLMCOT_LLM_TIMEOUT"):
         load_config({}, environ={"GLMCOT_LLM_TIMEOUT": "soon"})
+
+
+def test_scripted_with_a_vllm_glmcot_server_is_force_decoded_there():
+    from glmcot.eval import systems
+    from glmcot.eval.commands import _backend_choice
+    from glmcot.eval.config import EvalConfig
+
+    url = "vllm+glmcot:http://127.0.0.1:8000/v1"
+    assert _backend_choice(None, url, True, "tiny") == "scripted"
+    config = EvalConfig(llm=url, llm_model="tiny")
+    assert systems.backend_spec(config, scripted=True) == "scripted+" + url
+    assert "force-decoded" in systems.describe_backend(config, scripted=True)
+    assert systems.backend_spec(EvalConfig(), scripted=True).startswith("scripted+native:")

@@ -5,13 +5,23 @@ environment (scripts/setup_vllm.sh makes the environment that has it)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 BLOCK = 4
+ROOT = Path(__file__).resolve().parents[2]
+# vLLM's v1 logits processor for forced decoding, by its qualified name (--logits-processors)
+FORCING = "glmcot.vllm_plugin.forcing:ForcedTokensLogitsProcessor"
 
 
 def needs_vllm():
@@ -110,3 +120,60 @@ def tokens(seed: int, n: int) -> list[int]:
 def harness():
     needs_vllm()
     return Harness
+
+
+def engine_env(mode: str, stats: Path) -> dict[str, str]:
+    """A vLLM process's environment: the plugin in `mode`, counters to `stats`, this checkout's glmcot."""
+    env = dict(os.environ)
+    env.update(GLMCOT_VLLM_PLUGIN=mode, GLMCOT_VLLM_STATS=str(stats), HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")]))
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def vllm_server(checkpoint: Path, folder: Path, mode: str = "enforce", extra: tuple[str, ...] = (), blocks: int = 14,
+                max_model_len: int = 256):
+    """`vllm serve` on the tiny checkpoint under KV pressure (by default 14 blocks of 32 tokens);
+    yields its URL (no /v1) and the plugin's counters file; stops the server's whole process group
+    after."""
+    import httpx
+
+    stats = folder / "stats.json"
+    port = free_port()
+    vllm = Path(sys.executable).with_name("vllm")
+    log_path = folder / "server.log"
+    log = open(log_path, "w")
+    process = subprocess.Popen(
+        [str(vllm), "serve", str(checkpoint), "--served-model-name", "tiny", "--dtype", "float32", "--block-size", "32",
+         "--num-gpu-blocks-override", str(blocks), "--max-model-len", str(max_model_len), "--enforce-eager",
+         "--enable-prompt-tokens-details", "--gpu-memory-utilization", "0.05", "--host", "127.0.0.1", "--port", str(port),
+         *extra],
+        env=engine_env(mode, stats), stdout=log, stderr=subprocess.STDOUT, cwd=folder, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 600
+    try:
+        while True:
+            if process.poll() is not None:
+                raise AssertionError(f"vllm serve exited:\n{log_path.read_text()[-6000:]}")
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"vllm serve not ready in 600 s:\n{log_path.read_text()[-6000:]}")
+            time.sleep(1)
+        yield url, stats
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+        log.close()

@@ -16,8 +16,9 @@ from glmcot.vllm_plugin import wire
 class FakeServer:
     """Answers /models, /tokenize and /completions like vLLM; records the bodies."""
 
-    def __init__(self) -> None:
+    def __init__(self, forces: bool = False) -> None:
         self.bodies: list[tuple[str, dict]] = []
+        self.forces = forces
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
@@ -29,13 +30,19 @@ class FakeServer:
             return httpx.Response(200, json={"tokens": [ord(c) for c in body["prompt"]]})
         prompt = body.get("prompt") or body.get("messages")
         count = len(prompt) if isinstance(prompt, list) else 1
-        return httpx.Response(200, json={"choices": [{"text": "ok", "message": {"content": "ok"}, "finish_reason": "stop"}],
+        forced = (body.get("vllm_xargs") or {}).get(wire.KEY_FORCED)
+        if forced is not None and self.forces:  # a server with the forcing processor returns exactly those ids
+            return httpx.Response(200, json={"choices": [{"text": "forced:" + ",".join(map(str, forced)),
+                                                          "token_ids": forced, "finish_reason": "length"}],
+                                             "usage": {"prompt_tokens": count, "completion_tokens": len(forced)}})
+        return httpx.Response(200, json={"choices": [{"text": "ok", "message": {"content": "ok"}, "finish_reason": "stop",
+                                                      "token_ids": [7]}],
                                          "usage": {"prompt_tokens": count, "completion_tokens": 1,
                                                    "prompt_tokens_details": {"cached_tokens": 0}}})
 
 
-def with_fake(backend):
-    server = FakeServer()
+def with_fake(backend, forces: bool = False):
+    server = FakeServer(forces)
     backend._client = httpx.Client(transport=httpx.MockTransport(server))
     return backend, server
 
@@ -104,14 +111,68 @@ def test_vllm_backend_chat_template_adds_a_level_1_head_and_transient_tail(token
     assert sum(n for _, n in spans) == len(ids)
 
 
-def test_vllm_backend_refuses_forced_text(tokenizer_dir):
+def test_vllm_backend_sends_forced_text_as_forced_token_ids(tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    backend, server = with_fake(make_backend("vllm+glmcot:http://127.0.0.1:9/v1", tokenizer=str(tokenizer_dir)),
+                                forces=True)
+    call = request()
+    call.forced_text = "Needed: the author of V1"
+    call.stop = ["\n"]
+    call.max_tokens = 64
+    lines = []
+    call.on_line = lines.append
+    response = backend.complete(call)
+    path, body = server.bodies[-1]
+    ids = AutoTokenizer.from_pretrained(str(tokenizer_dir)).encode(call.forced_text, add_special_tokens=False)
+    assert path == "/v1/completions" and body["stream"] is False and body["return_token_ids"] is True
+    assert wire.decode_forced(body["vllm_xargs"]) == tuple(ids)
+    assert body["max_tokens"] == len(ids) and "stop" not in body  # forced text already ends where a stop would cut
+    assert wire.decode(body["vllm_xargs"]).session == "q1"  # the levels travel with it
+    assert response.text == "forced:" + ",".join(map(str, ids)) and lines == [response.text]
+    assert response.output_tokens == len(ids) and response.finish_reason == "stop"
+
+
+def test_vllm_backend_caps_forced_text_at_max_tokens_and_sends_the_empty_text(tokenizer_dir):
+    backend, server = with_fake(make_backend("vllm+glmcot:http://127.0.0.1:9/v1", tokenizer=str(tokenizer_dir)),
+                                forces=True)
+    call = request()
+    call.forced_text = "a long forced reply " * 4
+    call.max_tokens = 3
+    response = backend.complete(call)
+    assert len(wire.decode_forced(server.bodies[-1][1]["vllm_xargs"])) == 3
+    assert response.output_tokens == 3 and response.finish_reason == "length"
+    call.forced_text = ""
+    call.max_tokens = 8
+    backend.complete(call)
+    body = server.bodies[-1][1]
+    assert wire.decode_forced(body["vllm_xargs"]) == () and body["max_tokens"] == 1  # the end token at once
+
+
+def test_vllm_backend_refuses_text_a_server_did_not_force(tokenizer_dir):
     from glmcot.llm.types import LLMError
 
     backend, _ = with_fake(make_backend("vllm+glmcot:http://127.0.0.1:9/v1", tokenizer=str(tokenizer_dir)))
     call = request()
     call.forced_text = "x"
-    with pytest.raises(LLMError, match="force"):
+    with pytest.raises(LLMError, match="did not force-decode.*--logits-processors"):
         backend.complete(call)
+
+
+def test_forced_wire_round_trip_and_errors():
+    xargs = wire.encode_forced([5, 0, 17])
+    assert xargs == {"glmcot_wire": 1, "glmcot_forced": [5, 0, 17]}
+    assert wire.decode_forced(xargs) == (5, 0, 17)
+    assert wire.decode_forced({**wire.encode([(1, 4)]), **xargs}) == (5, 0, 17)  # with levels: both read
+    assert wire.decode_forced(wire.encode([(1, 4)])) is None and wire.decode_forced(None) is None
+    assert wire.decode_forced(wire.encode_forced([])) == ()
+    for bad in ({"glmcot_wire": 2, "glmcot_forced": [1]}, {"glmcot_forced": [1]}, {"glmcot_wire": 1, "glmcot_forced": 3},
+                {"glmcot_wire": 1, "glmcot_forced": [1, -2]}, {"glmcot_wire": 1, "glmcot_forced": ["a"]},
+                {"glmcot_wire": 1, "glmcot_forced": [True]}, {"glmcot_wire": 1, "glmcot_forced": [2**40]}):
+        with pytest.raises(wire.WireError):
+            wire.decode_forced(bad)
+    with pytest.raises(wire.WireError):
+        wire.encode_forced([-1])
 
 
 def test_unknown_engine_flavour_is_a_clear_error():

@@ -10,9 +10,6 @@ session reach the engine core, and the plugin's prefix counters equal vLLM's own
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,11 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.vllm.conftest import needs_vllm
+from tests.vllm.conftest import engine_env, needs_vllm, vllm_server
 
 needs_vllm()
 
-ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = Path(__file__).with_name("pressure_scenario.py")
 
 
@@ -33,13 +29,6 @@ def checkpoint(tmp_path_factory):
     from glmcot.benchmarks.tiny_checkpoint import tiny_qwen3
 
     return tiny_qwen3(tmp_path_factory.mktemp("tiny-qwen3"))
-
-
-def engine_env(mode: str, stats: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(GLMCOT_VLLM_PLUGIN=mode, GLMCOT_VLLM_STATS=str(stats), HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1",
-               PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")]))
-    return env
 
 
 def run_scenario(checkpoint: Path, mode: str, folder: Path) -> tuple[dict, dict | None]:
@@ -85,48 +74,10 @@ def test_prompt_and_running_notebook_survive_pressure_only_with_the_plugin(scena
 
 
 # ---- over HTTP: vllm serve with the plugin, glmcot's backend --------------------------------------
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(checkpoint, tmp_path_factory):
-    import httpx
-
-    folder = tmp_path_factory.mktemp("serve")
-    stats = folder / "stats.json"
-    port = free_port()
-    vllm = Path(sys.executable).with_name("vllm")
-    log = open(folder / "server.log", "w")
-    process = subprocess.Popen(
-        [str(vllm), "serve", str(checkpoint), "--served-model-name", "tiny", "--dtype", "float32", "--block-size", "32",
-         "--num-gpu-blocks-override", "14", "--max-model-len", "256", "--enforce-eager",
-         "--enable-prompt-tokens-details", "--gpu-memory-utilization", "0.05", "--host", "127.0.0.1", "--port", str(port)],
-        env=engine_env("enforce", stats), stdout=log, stderr=subprocess.STDOUT, cwd=folder, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 600
-    try:
-        while True:
-            if process.poll() is not None:
-                raise AssertionError(f"vllm serve exited:\n{(folder / 'server.log').read_text()[-6000:]}")
-            try:
-                if httpx.get(url + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"vllm serve not ready in 600 s:\n{(folder / 'server.log').read_text()[-6000:]}")
-            time.sleep(1)
+    with vllm_server(checkpoint, tmp_path_factory.mktemp("serve")) as (url, stats):
         yield url, stats, checkpoint
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-        log.close()
 
 
 def test_backend_levels_reach_the_plugin_and_counters_match_vllms_metrics(server):

@@ -78,8 +78,14 @@ def _parse_methods(method: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+# --scripted with --llm on these: the scripted policy force-decoded through that server
+FORCING_SERVER_SPECS = ("vllm+glmcot:",)
+
+
 def _backend_choice(model: Optional[str], llm: Optional[str], scripted: bool, llm_model: Optional[str]) -> str:
     chosen = [name for name, on in (("--model", model), ("--llm", llm), ("--scripted", scripted)) if on]
+    if scripted and llm and llm.startswith(FORCING_SERVER_SPECS) and not model:
+        return "scripted"  # the scripted policy force-decoded through that server
     if len(chosen) > 1:
         raise typer.BadParameter(f"give only one of --model, --llm, --scripted (got {', '.join(chosen)})")
     if llm_model and not llm:
@@ -167,7 +173,7 @@ def register(app: typer.Typer) -> None:
         llm_api_key: Optional[str] = typer.Option(None, "--llm-api-key", help=_LLM_API_KEY_HELP),
         llm_timeout: Optional[float] = typer.Option(None, "--llm-timeout", help=_TIMEOUT_HELP),
         llm_retries: Optional[int] = typer.Option(None, "--llm-retries", help=_RETRIES_HELP),
-        scripted: bool = typer.Option(False, "--scripted", help="Scripted policy from the gold plans (system measurement, not accuracy)."),
+        scripted: bool = typer.Option(False, "--scripted", help="Scripted policy from the gold plans (system measurement, not accuracy); with --llm vllm+glmcot:URL force-decoded through that vLLM server."),
         out: Path = typer.Option(Path("runs/eval"), "--out", help="Folder for <method>.jsonl results and summary.json."),
         limit: Optional[int] = typer.Option(None, min=1, help="Only the first N questions."),
         judge: Optional[bool] = typer.Option(None, "--judge/--no-judge", help="LLM judge (GPT4score protocol); default on unless --scripted."),

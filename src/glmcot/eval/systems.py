@@ -107,9 +107,12 @@ def resolve_device(device: str) -> str:
 
 
 ENGINE_SERVER_SPECS = ("vllm+glmcot:", "sglang+glmcot:")
+FORCING_SERVER_SPECS = ("vllm+glmcot:",)  # engine servers that can force-decode the scripted policy
 
 
 def backend_spec(config: EvalConfig, scripted: bool) -> str:
+    if scripted and config.llm and config.llm.startswith(FORCING_SERVER_SPECS):
+        return f"scripted+{config.llm}"  # forced through vLLM (the plugin's forcing logits processor)
     if scripted:
         return f"scripted+native:{config.model or DEFAULT_SCRIPTED_MODEL}"
     if config.llm:
@@ -133,6 +136,8 @@ def _is_mini(model: str) -> bool:
 
 
 def describe_backend(config: EvalConfig, scripted: bool) -> str:
+    if scripted and config.llm and config.llm.startswith(FORCING_SERVER_SPECS):
+        return f"scripted policy force-decoded on {config.llm_model or 'the served model'} at {config.llm} (system measurement)"
     if scripted:
         return f"scripted policy on {config.model or DEFAULT_SCRIPTED_MODEL} (random weights: system measurement)"
     if config.llm:
@@ -158,7 +163,7 @@ def answer_backend(config: EvalConfig, scripted_questions: Any = None, context: 
     if spec.startswith("openai:"):
         options.update(model=config.llm_model, api_key=config.llm_api_key, timeout_s=config.llm_timeout,
                        max_retries=config.llm_retries)
-    elif spec.startswith(ENGINE_SERVER_SPECS):
+    elif spec.removeprefix("scripted+").startswith(ENGINE_SERVER_SPECS):
         # the served model's tokenizer directory for exact level spans (unset: the server's /tokenize)
         options.update(model=config.llm_model, api_key=config.llm_api_key, timeout_s=config.llm_timeout,
                        max_retries=config.llm_retries, tokenizer=os.environ.get("GLMCOT_LLM_TOKENIZER"))

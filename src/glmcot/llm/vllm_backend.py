@@ -8,20 +8,28 @@ level spans in `vllm_xargs` (`glmcot.vllm_plugin.wire`) are exact by constructio
 level 1, shared by every call; its tail transient). `end_session` sends a one-token request that
 carries the session-end flag. Against a vLLM without the plugin the extra arguments are ignored
 and everything works as with `openai-completions:URL`.
+
+Forced text (the scripted policy, `scripted+vllm+glmcot:URL`) is tokenized the same way and sent
+as forced token ids (`glmcot_forced`), which the server's forcing logits processor
+(`glmcot.vllm_plugin.forcing`, `--logits-processors`) emits one per step; the reply's token ids
+are checked against them, so text from a server that did not force is never taken for the
+policy's.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from typing import Any, Callable
 
 from glmcot.contract import Level
 from glmcot.llm.openai_backend import OpenAIBackend
-from glmcot.llm.types import LLMError, LLMRequest
+from glmcot.llm.types import LineSplitter, LLMError, LLMRequest, LLMResponse
 from glmcot.vllm_plugin import wire
 
 _SENTINEL = "\x00glmcot-segments\x00"
+FORCING_PROCESSOR = "glmcot.vllm_plugin.forcing:ForcedTokensLogitsProcessor"
 
 
 class SegmentTokenizer:
@@ -130,6 +138,64 @@ class VLLMBackend(OpenAIBackend):
         xargs.update(wire.encode(spans, request.session))
         body["vllm_xargs"] = xargs
         return path, body
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        if request.forced_text is None:
+            return super().complete(request)
+        return self._with_retries(lambda: self._complete_forced(request))
+
+    def forced_ids(self, text: str) -> list[int]:
+        """The forced text as the served model's token ids (checked against a local tokenizer's
+        vocabulary, so a mismatched tokenizer fails here and not in the engine)."""
+        ids = self.tokens.encode(text)
+        if self._hf is not None:
+            size = len(self._hf)
+            outside = [token for token in ids if not 0 <= token < size]
+            if outside:
+                raise LLMError(f"forced token ids {outside[:8]} are outside the tokenizer's {size} ids")
+        return ids
+
+    def _complete_forced(self, request: LLMRequest) -> LLMResponse:
+        """One non-streamed completion whose tokens are the forced text's (never the model's)."""
+        assert request.forced_text is not None
+        ids = self.forced_ids(request.forced_text)
+        wanted = ids[: max(0, request.max_tokens)]  # a server stops at max_tokens; so does this
+        path, body = self._body(request, stream=False)
+        body.pop("stream_options", None)
+        # vLLM wants at least one token: an empty forced text gets the end token at once.
+        body["max_tokens"] = max(1, len(wanted))
+        body["return_token_ids"] = True
+        body["vllm_xargs"].update(wire.encode_forced(wanted))
+        started = time.perf_counter()
+        response = self._client.post(self.base_url + path, headers=self._headers, json=body)
+        self._raise_for(response)
+        data = response.json()
+        choice = (data.get("choices") or [{}])[0]
+        returned = [int(token) for token in choice.get("token_ids") or []]
+        text = choice.get("text") or ""
+        # an empty forced text comes back as the one end token, which has no text
+        if returned != wanted and not (not wanted and len(returned) == 1 and not text):
+            raise LLMError(
+                f"{self.base_url} did not force-decode (asked for {len(wanted)} forced tokens, got "
+                f"{len(returned)} that differ): start vllm serve with --logits-processors "
+                f"{FORCING_PROCESSOR}, with glmcot importable there"
+            )
+        latency = time.perf_counter() - started
+        splitter = LineSplitter(request.on_delta, request.on_line)
+        splitter.feed(text)
+        splitter.finish()
+        usage = data.get("usage") or {}
+        details = usage.get("prompt_tokens_details") or {}
+        return LLMResponse(
+            text=text,
+            prompt_tokens=int(usage.get("prompt_tokens") or len(body["prompt"])),
+            cached_tokens=int(details.get("cached_tokens") or 0),
+            output_tokens=len(wanted),
+            latency_s=latency,
+            ttft_s=latency,
+            finish_reason="stop" if len(wanted) == len(ids) else "length",
+            backend=self.label,
+        )
 
     def end_session(self, session_id: str) -> None:
         """A one-token request that ends the session on the server (its notebook becomes level 3)."""

@@ -11,6 +11,13 @@ only flat values are allowed, so spans are two parallel integer lists):
     glmcot_session      "q17"                    optional; else vLLM's own `session_id`
     glmcot_end_session  1                        optional; the session ended with this request:
                                                  its notebook (level 2) becomes level 3
+    glmcot_forced       [791, 11, 4019]          optional; forced decoding (the scripted policy):
+                                                 the i-th generated token is the i-th id, then
+                                                 end of sequence (`glmcot.vllm_plugin.forcing`,
+                                                 loaded with `--logits-processors`)
+
+A request may carry levels, forced ids or both; `glmcot_forced` is an optional key of version 1
+(an engine without the forcing processor ignores it, so the client checks the returned token ids).
 
 Spans are in tokens of the served model's tokenizer, so prompts are sent as token ids
 (`/v1/completions`) and the boundaries are exact. A leaf module: it imports no vLLM and no torch.
@@ -29,6 +36,8 @@ KEY_LEVELS = "glmcot_levels"
 KEY_TOKENS = "glmcot_tokens"
 KEY_SESSION = "glmcot_session"
 KEY_END = "glmcot_end_session"
+KEY_FORCED = "glmcot_forced"
+MAX_TOKEN_ID = 2**31 - 1  # no vocabulary is larger; bigger ids are malformed before the model sees them
 
 
 class WireError(ValueError):
@@ -99,3 +108,29 @@ def decode(extra_args: Mapping[str, Any] | None, session_id: str | None = None) 
     if end not in (0, 1, True, False):
         raise WireError(f"{KEY_END} must be 0 or 1, got {end!r}")
     return RequestLevels(tuple(spans), None if session is None else str(session), bool(end))
+
+
+def encode_forced(token_ids: Iterable[int]) -> dict[str, Any]:
+    """The `vllm_xargs` entries that force these generated tokens (an empty list: end at once)."""
+    ids = [int(token) for token in token_ids]
+    for token in ids:
+        if not 0 <= token <= MAX_TOKEN_ID:
+            raise WireError(f"a forced token id must be in 0..{MAX_TOKEN_ID}, got {token}")
+    return {KEY_VERSION: WIRE_VERSION, KEY_FORCED: ids}
+
+
+def decode_forced(extra_args: Mapping[str, Any] | None) -> tuple[int, ...] | None:
+    """A request's forced token ids; None when it forces nothing. Raises WireError on a malformed
+    list or an unknown version (the vocabulary bound is checked where the model is known)."""
+    if not extra_args or KEY_FORCED not in extra_args:
+        return None
+    version = extra_args.get(KEY_VERSION)
+    if version != WIRE_VERSION:
+        raise WireError(f"{KEY_VERSION}={version!r}: this plugin speaks version {WIRE_VERSION}")
+    ids = extra_args[KEY_FORCED]
+    if not isinstance(ids, list):
+        raise WireError(f"{KEY_FORCED} must be a list of token ids, got {type(ids).__name__}")
+    for token in ids:
+        if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token <= MAX_TOKEN_ID:
+            raise WireError(f"{KEY_FORCED} must hold token ids (integers 0..{MAX_TOKEN_ID}), got {token!r}")
+    return tuple(ids)
