@@ -21,10 +21,14 @@ ALLOWED = {
     "agents": {"contract", "graph", "data", "llm"},
     "vllm_plugin": {"contract"},
     "mini": {"contract", "graph", "data", "engine", "llm", "agents"},  # glmcot-mini: trained on the agents' calls
-    "eval": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "benchmarks", "offline"},
-    "benchmarks": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "eval", "serve", "offline", "vllm_plugin"},
-    "serve": {"contract", "graph", "data", "engine", "llm", "agents", "eval", "offline"},
-    "cli": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "eval", "serve", "benchmarks", "offline"},
+    # the one builder: graph stores, agent contexts, backends (scripted policy, glmcot-mini) and agents
+    "system": {"contract", "graph", "data", "engine", "llm", "agents", "mini"},
+    "eval": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "system", "benchmarks", "offline"},
+    "benchmarks": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "system", "eval", "serve", "offline",
+                   "vllm_plugin"},
+    "serve": {"contract", "graph", "data", "engine", "llm", "agents", "system", "eval", "offline"},
+    "cli": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "system", "eval", "serve", "benchmarks",
+            "offline"},
 }
 
 
@@ -123,3 +127,8 @@ def test_no_import_cycles():
         if node not in index:
             strongly_connected(node)
     assert cycles == []
+
+
+def test_the_backend_spec_is_a_leaf():
+    """The spec is read at every edge (the command line, benchmark arguments): it must stay light."""
+    assert GRAPH["glmcot.llm.spec"] == set()
