@@ -79,8 +79,10 @@ def test_setup_errors_say_what_to_give(tmp_path, store, records):
     (tmp_path / "empty").mkdir()
     with pytest.raises(SetupError, match="not a glmcot graph store"):
         build_system(scripted_config(tmp_path / "empty", records))
-    with pytest.raises(ValueError, match="no LLM"):
-        build_system(SystemConfig(graphs={"dblp": store}, retriever="lexical"))
+    with build_system(SystemConfig(graphs={"dblp": store}, retriever="lexical")) as bare:   # glmcot exec's
+        assert bare.model is None and bare.backends == {} and bare.context().graph.num_nodes > 0
+        with pytest.raises(ValueError, match="no LLM"):
+            bare.agent("glm")
     dead = BackendSpec.openai("http://127.0.0.1:9/v1", model="m", max_retries=0, timeout_s=2.0)
     with pytest.raises(SetupError, match="the LLM server http://127.0.0.1:9/v1 cannot answer"):
         build_system(SystemConfig(backend=dead))

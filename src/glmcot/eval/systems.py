@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from glmcot.eval.config import EvalConfig
 from glmcot.data.questions import QuestionRecord
-from glmcot.llm.spec import ENGINE_SERVER_KINDS, BackendKind, BackendSpec, ServerOptions
+from glmcot.llm.spec import ENGINE_SERVER_KINDS, BackendKind, BackendSpec, BackendSpecError, ServerOptions
 from glmcot.system import SetupError, System, SystemConfig, build_system, check_backend, make_backend
 
 __all__ = ["SetupError"]  # raised here, defined with the builder
@@ -76,8 +76,12 @@ def llm_spec(text: str, options: ServerOptions) -> BackendSpec:
     glmcot's plugin, SGLang's priority eviction)."""
     engine_servers = {kind.value for kind in ENGINE_SERVER_KINDS}
     if text.partition(":")[0].split("+")[0] in engine_servers:
+        try:
+            spec = BackendSpec.parse(text)
+        except BackendSpecError as exc:
+            raise SetupError(f"--llm {text!r}: {exc}") from None
         # the served model's tokenizer directory for exact level spans (unset: the server's /tokenize)
-        return dataclasses.replace(BackendSpec.parse(text), options=dataclasses.replace(
+        return dataclasses.replace(spec, options=dataclasses.replace(
             options, tokenizer=os.environ.get("GLMCOT_LLM_TOKENIZER")))
     return BackendSpec(kind=BackendKind.OPENAI, target=text, options=options)
 

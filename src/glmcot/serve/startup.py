@@ -37,6 +37,8 @@ def build_runtime(config: ServeConfig, engine: Any = None) -> Runtime:
             if config.warmup:
                 warm_up(engine)
         if config.graphs:
+            if engine is None and not config.llm_url and config.scripted is None:
+                raise ValueError("no LLM: give a native --model or an upstream --llm URL")
             system = build_system(system_config(config, scripted_by_qid), engine=engine)
     except BaseException:
         if owns_engine and engine is not None:

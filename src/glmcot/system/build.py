@@ -10,11 +10,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from glmcot.llm.spec import OPENAI_KINDS, BackendKind, BackendSpec
 from glmcot.llm.types import LLMBackend, LLMError
 from glmcot.system.backends import make_backend, model_backend, scripted_backend
+
+if TYPE_CHECKING:
+    from glmcot.agents.sandbox import SandboxLimits
 
 log = logging.getLogger("glmcot.system")
 
@@ -36,7 +39,7 @@ class BackendCheck(Enum):
 class SystemConfig:
     """What to build. `graphs`: name -> graph store folder (or a dataset folder holding graph/);
     none for methods that need no graph. `backend`: the answering LLM (None only when `build_system`
-    is handed a running engine). `scripted_questions`: a questions.jsonl path or records when the
+    is handed a running engine, or for a system without agents: `glmcot exec`). `scripted_questions`: a questions.jsonl path or records when the
     spec is the scripted policy (its gold plans)."""
 
     backend: BackendSpec | None = None
@@ -44,6 +47,7 @@ class SystemConfig:
     domain: str | None = None                 # the prompts' domain (default: each dataset's meta.json)
     retriever: str = "auto"                   # RetrieveNode: auto | embedding | lexical
     workers: int = 1                          # sandbox worker processes per graph
+    limits: SandboxLimits | None = None       # the sandbox's limits (default: SandboxLimits())
     engine: Mapping[str, Any] = field(default_factory=dict)          # EngineConfig fields, native models
     agent_options: Mapping[str, Any] = field(default_factory=dict)   # AgentConfig fields every agent starts from
     scripted_questions: Any = None
@@ -88,6 +92,8 @@ class System:
         if backend is None:
             name = graph if graph is not None else next(iter(self.contexts), None)
             backend = self.backends.get(name, self.backend) if name is not None else self.backend
+        if backend is None:
+            raise ValueError("no LLM: give a native --model, an upstream --llm URL or the scripted policy")
         return make_agent(method, backend, context, AgentConfig(**{**self.config.agent_options, **(settings or {})}))
 
     def open_context(self, path: Path, domain: str | None = None) -> Any:
@@ -130,8 +136,8 @@ def build_system(config: SystemConfig, *, engine: Any = None) -> System:
             contexts[name] = open_context(path, config)
         model = _model(config, engine)
         system = System(config=config, model=model, contexts=contexts, backends={}, backend=None)
-        if not config.scripted and model is None and contexts:
-            raise ValueError("no LLM: give a native --model or an upstream --llm URL")
+        if model is None and not config.scripted:   # no LLM: the graphs' contexts only (agents refuse)
+            return system
         system.backends = {name: system.graph_backend(context) for name, context in contexts.items()}
         if len(contexts) == 1:
             system.backend = next(iter(system.backends.values()))
@@ -221,7 +227,7 @@ def open_context(path: Path, config: SystemConfig, domain: str | None = None) ->
     except (FileNotFoundError, ValueError) as exc:
         raise SetupError(f"{folder} is not a glmcot graph store ({exc}); build one with "
                          "`glmcot graph import` or `glmcot data synth`") from None
-    return AgentContext(folder, retriever=config.retriever, workers=max(1, config.workers),
+    return AgentContext(folder, retriever=config.retriever, workers=max(1, config.workers), limits=config.limits,
                         domain=domain or config.domain)
 
 
