@@ -141,9 +141,9 @@ def build_system(config: SystemConfig, *, engine: Any = None) -> System:
         system.backends = {name: system.graph_backend(context) for name, context in contexts.items()}
         if len(contexts) == 1:
             system.backend = next(iter(system.backends.values()))
-        elif config.scripted:  # no graph: no sandbox to run the plans in
-            system.backend = scripted_backend(config.scripted_questions, inner=model)
-        else:
+        elif not contexts:  # the scripted policy without a graph has no sandbox to run the plans in
+            system.backend = scripted_backend(config.scripted_questions, inner=model) if config.scripted else model
+        elif not config.scripted:  # several graphs: each has its own scripted backend, or all share the model
             system.backend = model
     except BaseException:
         if model is not None:
