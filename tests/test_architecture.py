@@ -23,12 +23,14 @@ ALLOWED = {
     "agents": {"contract", "graph", "data", "llm", "files", "runs"},
     "vllm_plugin": {"contract", "files"},
     "mini": {"contract", "graph", "data", "engine", "llm", "agents", "files", "runs"},  # glmcot-mini: trained on the agents' calls
-    "eval": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "benchmarks", "offline", "files", "runs"},
-    "benchmarks": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "eval", "serve", "offline", "vllm_plugin",
-                   "files", "runs"},
-    "serve": {"contract", "graph", "data", "engine", "llm", "agents", "eval", "offline", "files", "runs"},
-    "cli": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "eval", "serve", "benchmarks", "offline",
-            "files", "runs"},
+    # the one builder: graph stores, agent contexts, backends (scripted policy, glmcot-mini) and agents
+    "system": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "files"},
+    "eval": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "system", "benchmarks", "offline", "files", "runs"},
+    "benchmarks": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "system", "eval", "serve", "offline",
+                   "vllm_plugin", "files", "runs"},
+    "serve": {"contract", "graph", "data", "engine", "llm", "agents", "system", "eval", "offline", "files", "runs"},
+    "cli": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "system", "eval", "serve", "benchmarks",
+            "offline", "files", "runs"},
 }
 
 
@@ -127,3 +129,8 @@ def test_no_import_cycles():
         if node not in index:
             strongly_connected(node)
     assert cycles == []
+
+
+def test_the_backend_spec_is_a_leaf():
+    """The spec is read at every edge (the command line, benchmark arguments): it must stay light."""
+    assert GRAPH["glmcot.llm.spec"] == set()

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import typer
 
-from glmcot.agents import commands as agents_commands
 from glmcot.data import commands as data_commands
 from glmcot.engine import commands as engine_commands
 from glmcot.eval import commands as eval_commands
 from glmcot.graph import commands as graph_commands
 from glmcot.mini import commands as mini_commands
 from glmcot.serve import commands as serve_commands
+from glmcot.system import commands as system_commands
 
 app = typer.Typer(
     name="glmcot",
@@ -28,7 +28,7 @@ app = typer.Typer(
 app.add_typer(graph_commands.app, name="graph")
 app.add_typer(data_commands.app, name="data")
 app.add_typer(engine_commands.app, name="engine")
-agents_commands.register(app)
+system_commands.register(app)
 eval_commands.register(app)
 serve_commands.register(app)
 mini_commands.register(app)

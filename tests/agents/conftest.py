@@ -42,6 +42,6 @@ def context(graph_dir):
 
 @pytest.fixture
 def scripted(context, records):
-    from glmcot.agents import make_backend
+    from glmcot.agents import ScriptedBackend
 
-    return make_backend("scripted", questions=records, context=context)
+    return ScriptedBackend(records, code_runner=context.run_code)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from glmcot.agents import make_backend, run_questions
+from glmcot.agents import ScriptedBackend, run_questions
 from glmcot.agents.call_traces import TraceError, load_recorded_sessions
 from glmcot.agents.prompts import load_prompts
 from glmcot.llm.replay import prompt_hash
@@ -16,7 +16,7 @@ from glmcot.llm.types import join_segments
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory, context, records):
     folder = tmp_path_factory.mktemp("traces")
-    backend = make_backend("scripted", questions=records, context=context)
+    backend = ScriptedBackend(records, code_runner=context.run_code)
     run_questions(records, method="glm", backend=backend, context=context, traces=folder / "glm.jsonl", resume=False)
     run_questions(records, method="graphcot", backend=backend, context=context, traces=folder / "graphcot.jsonl", resume=False)
     return folder

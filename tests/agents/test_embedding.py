@@ -2,7 +2,7 @@
 
 import pytest
 
-from glmcot.agents import AgentConfig, AgentContext, GLMAgent, make_backend
+from glmcot.agents import AgentConfig, AgentContext, GLMAgent, ScriptedBackend
 from glmcot.agents.context import open_retriever
 
 from .fixtures import build_graph
@@ -22,7 +22,7 @@ def embedded_graph_dir(tmp_path_factory):
 def test_auto_uses_the_embedding_index_and_answers(embedded_graph_dir, records):
     with AgentContext(embedded_graph_dir, retriever="auto", workers=1, domain="dblp") as context:
         assert type(context.retrieval.retriever).__name__ == "NodeRetriever"
-        backend = make_backend("scripted", questions=records, context=context)
+        backend = ScriptedBackend(records, code_runner=context.run_code)
         agent = GLMAgent(backend, context, AgentConfig(domain="dblp"))
         for record in records:
             result = agent.answer(record["question"], record["qid"])

@@ -69,11 +69,11 @@ def test_prompt_order_and_notebook_segments(context, scripted, records):
 
 
 def test_pipelining_gives_the_same_answers_and_prefetches(context, records):
-    from glmcot.agents import make_backend
+    from glmcot.agents import ScriptedBackend
 
     answers = {}
     for pipelining in (True, False):
-        backend = make_backend("scripted", questions=records, context=context)
+        backend = ScriptedBackend(records, code_runner=context.run_code)
         agent = GLMAgent(backend, context, AgentConfig(domain="dblp", pipelining=pipelining))
         results = [agent.answer(r["question"], r["qid"]) for r in records]
         answers[pipelining] = [r.answer for r in results]

@@ -2,13 +2,16 @@
 
 import pytest
 
-from glmcot.agents import AgentConfig, GLMAgent, make_backend
+from glmcot.agents import AgentConfig, GLMAgent
+from glmcot.llm import BackendSpec
+from glmcot.system import make_backend
 
 
 @pytest.fixture(scope="module")
 def native(context, records):
     pytest.importorskip("torch")
-    backend = make_backend("scripted+native:random:qwen3:tiny", questions=records, context=context, num_threads=2)
+    backend = make_backend(BackendSpec.parse("scripted+native:random:qwen3:tiny"), questions=records, context=context,
+                           engine={"num_threads": 2})
     yield backend
     backend.close()
 

@@ -24,14 +24,14 @@ def _star_over_expanded(record) -> bool:
 
 
 def test_star_over_an_expanded_action_calls_each_element(dblp):
-    from glmcot.agents import AgentConfig, AgentContext, GraphCoTAgent, make_backend
+    from glmcot.agents import AgentConfig, AgentContext, GraphCoTAgent, ScriptedBackend
     from glmcot.graph.store import Graph
 
     out, records = dblp
     chosen = [r for r in records if _star_over_expanded(r)][:3]
     assert chosen, "the generator no longer emits $k[*] over an expanded action (dblp/5 did)"
     with AgentContext(out / "graph", retriever="lexical", workers=1, domain="dblp") as context:
-        backend = make_backend("scripted", questions=chosen, context=context)
+        backend = ScriptedBackend(chosen, code_runner=context.run_code)
         agent = GraphCoTAgent(backend, context, AgentConfig(domain="dblp"))
         graph = Graph.open(out / "graph")
         for record in chosen:

@@ -2,14 +2,15 @@ import json
 
 from typer.testing import CliRunner
 
-from glmcot.agents import make_backend, run_questions
+from glmcot.agents import ScriptedBackend, run_questions
 from glmcot.cli import app
 from glmcot.files import read_rows
+from glmcot.llm.replay import ReplayBackend
 
 
 def test_run_questions_writes_traces_and_resumes(tmp_path, context, records):
     traces = tmp_path / "run" / "glm.jsonl"
-    backend = make_backend("scripted", questions=records, context=context)
+    backend = ScriptedBackend(records, code_runner=context.run_code)
     results = run_questions(records[:2], method="glm", backend=backend, context=context, concurrency=2, traces=traces)
     assert [r.qid for r in results] == ["t-0", "t-1"]
     lines = traces.read_text().splitlines()
@@ -30,9 +31,9 @@ def test_run_questions_writes_traces_and_resumes(tmp_path, context, records):
 
 def test_traces_replay_to_the_same_answers(tmp_path, context, records):
     traces = tmp_path / "graphcot.jsonl"
-    backend = make_backend("scripted", questions=records, context=context)
+    backend = ScriptedBackend(records, code_runner=context.run_code)
     first = run_questions(records, method="graphcot", backend=backend, context=context, traces=traces)
-    replay = make_backend(f"replay:{traces}")
+    replay = ReplayBackend(traces)
     again = run_questions(records, method="graphcot", backend=replay, context=context)
     assert [r.answer for r in again] == [r.answer for r in first]
     assert [r.prompt_tokens for r in again] == [r.prompt_tokens for r in first]

@@ -6,7 +6,8 @@ import pytest
 from glmcot.eval.baselines import Baseline, ego_graph_lines, node_record, truncate_lines
 from glmcot.graph.store import Graph
 from glmcot.graph.writer import StoreWriter
-from glmcot.llm import make_backend
+from glmcot.llm import BackendSpec
+from glmcot.system import make_backend
 
 
 @pytest.fixture
@@ -40,7 +41,7 @@ def test_truncation_keeps_whole_lines_within_budget():
 def test_graph_rag_and_base_prompts_reach_the_model(tiny_graph, table_server):
     url, table = table_server
     table.answers["Who wrote Graph Agents at Scale?"] = "Ann Lee, Bob Ray"
-    backend = make_backend(f"openai:{url}", model="table-model")
+    backend = make_backend(BackendSpec.openai(url, model="table-model"))
     retrieve = lambda text, k: ["p1", "p2"][:k]  # noqa: E731 - the retriever is tested in glmcot.graph
     graph_rag = Baseline("graph-rag", tiny_graph, backend, retrieve, token_budget=200, count_tokens=lambda t: len(t.split()))
     result = graph_rag.answer("Who wrote Graph Agents at Scale?", qid="0")

@@ -51,7 +51,7 @@ def test_api_key_is_masked_in_dumps():
 
 def test_llm_timeout_and_retries_come_from_options_env_or_file(tmp_path: Path, table_server):
     from glmcot.eval.config import ConfigError
-    from glmcot.eval.systems import answer_backend
+    from glmcot.eval.systems import open_system
 
     assert (load_config({}, environ={}).llm_timeout, load_config({}, environ={}).llm_retries) == (120.0, 4)
     env = {"GLMCOT_LLM_TIMEOUT": "9.5", "GLMCOT_LLM_RETRIES": "1"}
@@ -59,8 +59,8 @@ def test_llm_timeout_and_retries_come_from_options_env_or_file(tmp_path: Path, t
     assert (config.llm_timeout, config.llm_retries) == (9.5, 1)
     config = load_config({"llm_timeout": 3, "llm_retries": 0, "llm": table_server[0], "llm_model": "table-model"},
                          environ=env)
-    with answer_backend(config) as backend:
-        assert (backend.timeout_s, backend.max_retries) == (3.0, 0)
+    with open_system(config) as system:
+        assert (system.backend.timeout_s, system.backend.max_retries) == (3.0, 0)
     toml = tmp_path / "c.toml"
     toml.write_text("[eval]\nllm_timeout = 30\nllm_retries = 2\n")
     from_file = load_config({}, toml, environ={})

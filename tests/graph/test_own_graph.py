@@ -61,14 +61,14 @@ def test_prompts_come_from_the_store(example):
 
 @pytest.mark.parametrize("kind", ["tables", "triples"])
 def test_scripted_policy_answers_on_an_imported_graph(example, kind):
-    from glmcot.agents import AgentConfig, AgentContext, GLMAgent, GraphCoTAgent, make_backend
+    from glmcot.agents import AgentConfig, AgentContext, GLMAgent, GraphCoTAgent, ScriptedBackend
     from glmcot.agents.sandbox import SandboxLimits
 
     stores, records = example
     with AgentContext(stores[kind], retriever="lexical", workers=1,
                       limits=SandboxLimits(wall_s=5.0, cpu_s=3.0, memory_mb=256)) as context:
         assert context.domain is None  # nothing hand-written about this graph
-        backend = make_backend("scripted", questions=records, context=context)
+        backend = ScriptedBackend(records, code_runner=context.run_code)
         for record in records:
             glm = GLMAgent(backend, context, AgentConfig()).answer(record["question"], qid=record["qid"])
             assert glm.failure is None, glm.failure_detail
@@ -81,7 +81,7 @@ def test_scripted_policy_answers_on_an_imported_graph(example, kind):
 def test_changed_node_reaches_the_prompt_with_a_new_chunk_key(tmp_path):
     """After an update the agents see the node's new text, in a segment whose reuse key is new, so
     the engine cannot reuse KV computed for the old text (its chunk index also compares tokens)."""
-    from glmcot.agents import AgentConfig, AgentContext, GLMAgent, make_backend
+    from glmcot.agents import AgentConfig, AgentContext, GLMAgent, ScriptedBackend
     from glmcot.agents.sandbox import SandboxLimits
     from glmcot.graph.delta import parse_operation
     from glmcot.graph.tables import import_tables
@@ -106,7 +106,7 @@ def test_changed_node_reaches_the_prompt_with_a_new_chunk_key(tmp_path):
     def chunk_segments():
         limits = SandboxLimits(wall_s=5.0, cpu_s=3.0, memory_mb=256)
         with AgentContext(out / "store", retriever="lexical", workers=1, limits=limits) as context:
-            backend = Recording(make_backend("scripted", questions=records, context=context))
+            backend = Recording(ScriptedBackend(records, code_runner=context.run_code))
             result = GLMAgent(backend, context, AgentConfig()).answer(record["question"], qid=record["qid"])
             director = context.graph.neighbors(record["entities"]["movie"], "director")[0]
             return result.answer, director, {key: text for key, text in backend.segments if f":{director}:" in key}

@@ -6,7 +6,8 @@ from http.server import ThreadingHTTPServer
 
 import pytest
 
-from glmcot.llm import LLMError, LLMRequest, Segment, make_backend
+from glmcot.llm import BackendSpec, LLMError, LLMRequest, Segment
+from glmcot.system import make_backend
 from glmcot.llm.openai_backend import OpenAIBackend
 from tests.stubs import JSONHandler
 
@@ -104,7 +105,7 @@ def req(**kw):
 
 
 def test_chat_non_streaming_reads_usage(server):
-    backend = make_backend("openai:" + server.url, counter=Counter())
+    backend = make_backend(BackendSpec.parse("openai:" + server.url), counter=Counter())
     response = backend.complete(req())
     assert response.text == "<answer>Ada Park"  # cut at the stop string even if the server did not
     assert (response.prompt_tokens, response.output_tokens, response.cached_tokens) == (11, 5, 8)
@@ -165,7 +166,7 @@ def test_forced_text_is_refused_by_other_servers(server):
     assert not backend.glmcot_extras and server.requests == []
     backend.end_session("q#1")  # other servers keep no sessions: nothing is sent
     assert server.requests == []
-    plain = make_backend("openai-completions:" + server.url, counter=Counter())
+    plain = make_backend(BackendSpec.parse("openai-completions:" + server.url), counter=Counter())
     plain.complete(req(session="q#1"))
     body = server.requests[0][1]
     assert body["prompt"] == "P1 Question?"
@@ -206,7 +207,7 @@ def test_glmcot_server_is_detected_and_gets_segments_session_and_forced_text(ser
 def test_glmcot_chat_sends_segments_in_the_message_and_streams_forced_text(server):
     server.owner = "glmcot"
     lines = []
-    backend = make_backend("openai:" + server.url, system_prompt="Be brief.", counter=Counter())
+    backend = make_backend(BackendSpec.openai(server.url, system_prompt="Be brief."), counter=Counter())
     response = backend.complete(glmcot_req(forced_text="line one\nline two", on_line=lines.append))
     assert response.text == "line one\nline two" and lines == ["line one", "line two"]
     path, body, _ = server.requests[0]
@@ -226,16 +227,17 @@ def test_forced_text_the_server_does_not_confirm_is_an_error(server):
 
 
 def test_spec_openai_glmcot_forces_the_extras(server):
-    backend = make_backend("openai-completions+glmcot:" + server.url, model="m", counter=Counter())
+    backend = make_backend(BackendSpec.parse("openai-completions+glmcot:" + server.url).with_options(model="m"),
+                           counter=Counter())
     assert backend.glmcot_extras  # no /models needed: the spec says so
     assert backend.complete(glmcot_req(forced_text="done")).text == "done"
     assert server.requests[0][1]["segments"][1]["key"] == "vertex:7"
-    assert not make_backend("openai:" + server.url, glmcot_extras=False, model="m").glmcot_extras
+    assert not make_backend(BackendSpec.openai(server.url, glmcot_extras=False, model="m")).glmcot_extras
     with pytest.raises(ValueError, match="openai\\+glmcot"):
-        make_backend("openai+vllm:" + server.url)
-    from glmcot.agents import make_backend as make_agent_backend
+        BackendSpec.parse("openai+vllm:" + server.url)
 
-    scripted = make_agent_backend("scripted+openai+glmcot:" + server.url, questions=[{"qid": "q"}], model="m")
+    scripted = make_backend(BackendSpec.parse("scripted+openai+glmcot:" + server.url).with_options(model="m"),
+                            questions=[{"qid": "q"}])
     assert scripted.inner.glmcot_extras and scripted.inner.mode == "chat"
 
 
@@ -253,7 +255,7 @@ def test_a_stream_cut_short_is_retried_never_taken_as_the_answer(server):
 
 def test_timeout_and_retries_are_options(server):
     server.failures = 10
-    backend = make_backend("openai:" + server.url, model="m", max_retries=0, timeout_s=7.5, counter=Counter())
+    backend = make_backend(BackendSpec.openai(server.url, model="m", max_retries=0, timeout_s=7.5), counter=Counter())
     assert backend.timeout_s == 7.5
     with pytest.raises(LLMError, match="503"):
         backend.complete(req())

@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from glmcot.llm import LLMError, LLMRequest, LLMResponse, Segment, make_backend
+from glmcot.llm import BackendSpec, LLMError, LLMRequest, LLMResponse, Segment
+from glmcot.system import make_backend
 from glmcot.llm.replay import RecordingBackend, ReplayBackend
 from glmcot.agents.scripted import ScriptedBackend
 
@@ -53,22 +54,17 @@ def test_replay_reads_question_traces(tmp_path):
     assert out.text == "<answer>x</answer>"
 
 
-def test_make_backend_specs(tmp_path):
-    from glmcot.agents import make_backend as make_agent_backend
-
-    assert isinstance(make_agent_backend("scripted", questions=[{"qid": "a", "plan": {}}]), ScriptedBackend)
+def test_make_backend_builds_what_the_spec_names(tmp_path):
+    assert isinstance(make_backend(BackendSpec.parse("scripted"), questions=[{"qid": "a", "plan": {}}]), ScriptedBackend)
     with pytest.raises(ValueError, match="questions"):
-        make_agent_backend("scripted")
-    with pytest.raises(ValueError, match="built by glmcot.agents.make_backend"):
-        make_backend("scripted", questions=[{"qid": "a", "plan": {}}])
-    with pytest.raises(ValueError, match="unknown backend"):
-        make_backend("gpt5")
-    with pytest.raises(ValueError, match="URL"):
-        make_backend("openai")
-    with pytest.raises(ValueError, match="model"):
-        make_backend("native")
+        make_backend(BackendSpec.parse("scripted"))
     with pytest.raises(FileNotFoundError):
-        make_backend(f"replay:{tmp_path / 'none.jsonl'}")
-    backend = make_backend("openai:http://127.0.0.1:1/v1", model="m", record=tmp_path / "rec.jsonl")
+        make_backend(BackendSpec.parse(f"replay:{tmp_path / 'none.jsonl'}"))
+    backend = make_backend(BackendSpec.openai("http://127.0.0.1:1/v1", model="m"), record=tmp_path / "rec.jsonl")
     assert isinstance(backend, RecordingBackend)
     backend.close()
+    scripted = make_backend(BackendSpec.parse("scripted+openai:http://127.0.0.1:1/v1"), questions=[{"qid": "a"}],
+                            record=tmp_path / "scripted.jsonl")
+    assert isinstance(scripted, RecordingBackend) and isinstance(scripted.inner, ScriptedBackend)
+    assert scripted.inner.inner.base_url.startswith("http://127.0.0.1:1")
+    scripted.close()

@@ -8,9 +8,12 @@ import httpx
 import pytest
 
 from glmcot.contract import Level
-from glmcot.llm import make_backend
+from glmcot.llm import BackendSpec
+from glmcot.system import make_backend
 from glmcot.llm.types import LLMRequest, Segment
 from glmcot.vllm_plugin import wire
+
+VLLM = BackendSpec.parse("vllm+glmcot:http://127.0.0.1:9/v1")  # a fake server stands behind it
 
 
 class FakeServer:
@@ -64,7 +67,7 @@ def tokenizer_dir(tmp_path_factory):
 def test_vllm_backend_sends_token_ids_with_spans_equal_to_segment_token_counts(tokenizer_dir):
     from transformers import AutoTokenizer
 
-    backend, server = with_fake(make_backend("vllm+glmcot:http://127.0.0.1:9/v1", tokenizer=str(tokenizer_dir)))
+    backend, server = with_fake(make_backend(VLLM.with_options(tokenizer=str(tokenizer_dir))))
     call = request()
     response = backend.complete(call)
     assert response.text == "ok"
@@ -82,7 +85,7 @@ def test_vllm_backend_sends_token_ids_with_spans_equal_to_segment_token_counts(t
 
 
 def test_vllm_backend_end_session_sends_the_flag(tokenizer_dir):
-    backend, server = with_fake(make_backend("vllm+glmcot:http://127.0.0.1:9/v1", tokenizer=str(tokenizer_dir)))
+    backend, server = with_fake(make_backend(VLLM.with_options(tokenizer=str(tokenizer_dir))))
     backend.end_session("q1")
     path, body = server.bodies[-1]
     decoded = wire.decode(body["vllm_xargs"])
@@ -91,7 +94,7 @@ def test_vllm_backend_end_session_sends_the_flag(tokenizer_dir):
 
 
 def test_vllm_backend_without_a_tokenizer_uses_the_servers_tokenize():
-    backend, server = with_fake(make_backend("vllm+glmcot:http://127.0.0.1:9/v1"))
+    backend, server = with_fake(make_backend(VLLM))
     call = request(session=None)
     backend.complete(call)
     backend.complete(call)
@@ -104,8 +107,7 @@ def test_vllm_backend_without_a_tokenizer_uses_the_servers_tokenize():
 
 
 def test_vllm_backend_chat_template_adds_a_level_1_head_and_transient_tail(tokenizer_dir):
-    backend, server = with_fake(make_backend("vllm+glmcot:http://127.0.0.1:9/v1", tokenizer=str(tokenizer_dir),
-                                             chat_template=True))
+    backend, server = with_fake(make_backend(VLLM.with_options(tokenizer=str(tokenizer_dir), chat_template=True)))
     ids, spans = backend.prompt_spans(request())
     assert spans[0][0] == 1 and spans[-1][0] == 4 and len(spans) == 5
     assert sum(n for _, n in spans) == len(ids)
@@ -114,7 +116,7 @@ def test_vllm_backend_chat_template_adds_a_level_1_head_and_transient_tail(token
 def test_vllm_backend_sends_forced_text_as_forced_token_ids(tokenizer_dir):
     from transformers import AutoTokenizer
 
-    backend, server = with_fake(make_backend("vllm+glmcot:http://127.0.0.1:9/v1", tokenizer=str(tokenizer_dir)),
+    backend, server = with_fake(make_backend(VLLM.with_options(tokenizer=str(tokenizer_dir))),
                                 forces=True)
     call = request()
     call.forced_text = "Needed: the author of V1"
@@ -134,7 +136,7 @@ def test_vllm_backend_sends_forced_text_as_forced_token_ids(tokenizer_dir):
 
 
 def test_vllm_backend_caps_forced_text_at_max_tokens_and_sends_the_empty_text(tokenizer_dir):
-    backend, server = with_fake(make_backend("vllm+glmcot:http://127.0.0.1:9/v1", tokenizer=str(tokenizer_dir)),
+    backend, server = with_fake(make_backend(VLLM.with_options(tokenizer=str(tokenizer_dir))),
                                 forces=True)
     call = request()
     call.forced_text = "a long forced reply " * 4
@@ -152,7 +154,7 @@ def test_vllm_backend_caps_forced_text_at_max_tokens_and_sends_the_empty_text(to
 def test_vllm_backend_refuses_text_a_server_did_not_force(tokenizer_dir):
     from glmcot.llm.types import LLMError
 
-    backend, _ = with_fake(make_backend("vllm+glmcot:http://127.0.0.1:9/v1", tokenizer=str(tokenizer_dir)))
+    backend, _ = with_fake(make_backend(VLLM.with_options(tokenizer=str(tokenizer_dir))))
     call = request()
     call.forced_text = "x"
     with pytest.raises(LLMError, match="did not force-decode.*--logits-processors"):
@@ -177,9 +179,9 @@ def test_forced_wire_round_trip_and_errors():
 
 def test_unknown_engine_flavour_is_a_clear_error():
     with pytest.raises(ValueError, match="vllm\\+glmcot:URL"):
-        make_backend("vllm+other:http://127.0.0.1:9/v1")
+        BackendSpec.parse("vllm+other:http://127.0.0.1:9/v1")
     with pytest.raises(ValueError, match="server URL"):
-        make_backend("vllm+glmcot:")
+        BackendSpec.parse("vllm+glmcot:")
 
 
 def test_wire_round_trip_and_errors():
@@ -213,7 +215,7 @@ def test_sglang_priorities_follow_the_levels():
     assert request_priority(request()) == NOTEBOOK_PRIORITY
     act = LLMRequest(segments=[Segment("You act.\n", 1), Segment("Needed: x\n", 4)])
     assert request_priority(act) == TRANSIENT_PRIORITY
-    backend, server = with_fake(make_backend("sglang+glmcot:http://127.0.0.1:9/v1", model="tiny"))
+    backend, server = with_fake(make_backend(BackendSpec.parse("sglang+glmcot:http://127.0.0.1:9/v1").with_options(model="tiny")))
     backend.complete(act)
     backend.complete(act)
     sent = [body for _, body in server.bodies]

@@ -83,12 +83,13 @@ def server(checkpoint, tmp_path_factory):
 def test_backend_levels_reach_the_plugin_and_counters_match_vllms_metrics(server):
     import httpx
 
-    from glmcot.llm import make_backend
+    from glmcot.llm import BackendSpec
+    from glmcot.system import make_backend
     from glmcot.llm.types import LLMRequest, Segment
     from glmcot.vllm_plugin.stats import read_stats
 
     url, stats_path, checkpoint = server
-    backend = make_backend(f"vllm+glmcot:{url}/v1", tokenizer=str(checkpoint))
+    backend = make_backend(BackendSpec.parse(f"vllm+glmcot:{url}/v1").with_options(tokenizer=str(checkpoint)))
     prompt = Segment("You are the reasoning agent of a graph question answering system. " * 6, 1)
     notebook = Segment("Notebook: paper P1 cites paper P2; author A wrote P1 and P3. " * 3, 2)
     responses = []

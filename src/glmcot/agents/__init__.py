@@ -15,7 +15,7 @@ _EXPORTS = {
     "AgentContext": "glmcot.agents.context",
     "Notebook": "glmcot.agents.notebook",
     "run_questions": "glmcot.agents.runner",
-    "make_backend": "glmcot.agents.runner",
+    "ScriptedBackend": "glmcot.agents.scripted",
 }
 
 __all__ = list(_EXPORTS)

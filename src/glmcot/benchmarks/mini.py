@@ -94,7 +94,7 @@ def ensure_graph(domain: str, seed: int, root: Path, per_template: int) -> Path:
 
 
 def held_out(args, console: Console, backend_for) -> dict:
-    from glmcot.agents import AgentConfig, AgentContext, make_backend, run_questions
+    from glmcot.agents import AgentConfig, AgentContext, ScriptedBackend, run_questions
     from glmcot.data.questions import QuestionRecord
     from glmcot.eval.metrics import exact_match, rouge_l
     from glmcot.eval.runner import result_rows, summarize
@@ -115,7 +115,7 @@ def held_out(args, console: Console, backend_for) -> dict:
             wall = time.perf_counter() - started
             ceiling = []
             if args.ceiling:
-                scripted = make_backend("scripted", questions=records, context=context)
+                scripted = ScriptedBackend(records, code_runner=context.run_code)
                 ceiling = run_questions(records, method="glm", backend=scripted, context=context, config=AgentConfig(domain=domain),
                                         concurrency=1, traces=None)
         row = summarize(result_rows("glm", [QuestionRecord.from_json(by_qid[r.qid], domain=domain) for r in results], results))

@@ -105,9 +105,8 @@ def ask(question: str, graph_path: Path, method: str, config: EvalConfig, *, tra
         raise systems.SetupError("the question is empty")
     with contextlib.ExitStack() as stack:
         with console.status(f"loading the graph and {systems.describe_backend(config, False)}"):
-            context = stack.enter_context(systems.agent_context(graph_path, config))
-            backend = stack.enter_context(systems.answer_backend(config, context=context))
-        answer_fn = systems.method_answer_fn(method, context, backend, config)
+            system = stack.enter_context(systems.open_system(config, graph=graph_path))
+        answer_fn = systems.method_answer_fn(method, system, config)
         with console.status(f"{method} is answering"):
             result = answer_fn(QuestionRecord(qid="ask-0", question=question, answer=""))
     data = _as_dict(result)

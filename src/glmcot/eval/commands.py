@@ -14,6 +14,7 @@ import typer
 METHODS = ("glm", "graphcot", "graphcot-repaired", "base", "text-rag", "graph-rag")
 DOMAINS = ("dblp", "amazon", "goodreads", "biomedical", "legal")
 from glmcot.benchmarks import NAMES as BENCHMARK_NAMES
+from glmcot.llm.spec import FORCING_SERVER_SPECS
 
 BENCHES = (*BENCHMARK_NAMES, "ablation", "all")
 
@@ -76,10 +77,6 @@ def _parse_methods(method: str) -> list[str]:
             raise typer.BadParameter(f"unknown method {part!r}; choose from {', '.join(METHODS)}, both "
                                      "(comma-separated for several)", param_hint="--method")
     return list(dict.fromkeys(names))
-
-
-# --scripted with --llm on these: the scripted policy force-decoded through that server
-FORCING_SERVER_SPECS = ("vllm+glmcot:",)
 
 
 def _backend_choice(model: Optional[str], llm: Optional[str], scripted: bool, llm_model: Optional[str]) -> str:

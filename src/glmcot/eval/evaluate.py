@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -45,14 +44,12 @@ def evaluate(options: EvalOptions, config: EvalConfig) -> dict[str, Any]:
     prices = Prices(config.price_input, config.price_cached_input, config.price_output)
     options.out.mkdir(parents=True, exist_ok=True)
     summaries: dict[str, dict[str, Any]] = {}
-    context_manager = (systems.agent_context(options.graph, config, domain=options.domain)
-                       if options.graph is not None else contextlib.nullcontext(None))
-    with context_manager as context, systems.answer_backend(
-            config, scripted_questions=options.questions if options.scripted else None, context=context) as backend:
-        judge_fn = systems.judge_function(config, backend, options) if options.judge else None
+    with systems.open_system(config, graph=options.graph, domain=options.domain,
+                             scripted_questions=options.questions if options.scripted else None) as system:
+        judge_fn = systems.judge_function(config, system.backend, options) if options.judge else None
         with make_progress(options.quiet) as bar:
             for method in options.methods:
-                answer_fn = systems.method_answer_fn(method, context, backend, config)
+                answer_fn = systems.method_answer_fn(method, system, config)
                 task = bar.add_task(f"{method}", total=len(questions))
 
                 def tick(row: dict[str, Any], task=task, method=method) -> None:

@@ -1,6 +1,6 @@
-"""Where eval meets the packages below it: opening graphs, building LLM backends (native engine,
-OpenAI-compatible server, scripted policy) and the answering methods (GLM, Graph-CoT, baselines).
-Everything that depends on another package's constructor lives here, in one place."""
+"""Eval's side of the system: `EvalConfig` (the command line's settings) -> a typed
+`SystemConfig` for glmcot.system's one builder, the answering methods (GLM, Graph-CoT, the
+baselines) over a built system, the judge, and what a run reports of them."""
 
 from __future__ import annotations
 
@@ -9,58 +9,18 @@ import os
 import contextlib
 import dataclasses
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from glmcot.eval.config import EvalConfig
 from glmcot.data.questions import QuestionRecord
+from glmcot.llm.spec import ENGINE_SERVER_KINDS, FORCING_SERVER_SPECS, BackendKind, BackendSpec, BackendSpecError, ServerOptions
+from glmcot.system import SetupError, System, SystemConfig, build_system, check_backend, make_backend
 
+__all__ = ["SetupError"]  # raised here, defined with the builder
 
 # Qwen3-shaped, random weights: 4 layers, hidden 256, an 8k context that holds Graph-CoT's prompts
 # (its 10k-Qwen-token cap counted in this model's smaller BPE).
 DEFAULT_SCRIPTED_MODEL = "random:qwen3:small"
-
-
-class SetupError(Exception):
-    """A needed input or component is missing; the message says what to give."""
-
-
-# ---- graphs --------------------------------------------------------------------------------------
-
-def graph_dir(path: Path) -> Path:
-    """A graph store folder, or a dataset folder holding one under graph/."""
-    path = Path(path).expanduser()
-    if not path.exists():
-        raise SetupError(f"graph folder not found: {path}")
-    if not path.is_dir():
-        raise SetupError(f"--graph must be a folder (a graph store), got a file: {path}")
-    from glmcot.graph.store import store_directory
-
-    return store_directory(path)
-
-
-def open_graph(path: Path) -> Any:
-    from glmcot.graph.store import Graph
-
-    folder = graph_dir(path)
-    try:
-        return Graph.open(folder)
-    except (FileNotFoundError, ValueError) as exc:
-        raise SetupError(f"{folder} is not a glmcot graph store ({exc}); build one with "
-                         "`glmcot graph import` or `glmcot data synth`") from None
-
-
-@contextlib.contextmanager
-def agent_context(path: Path, config: EvalConfig, domain: str | None = None) -> Iterator[Any]:
-    """The agents' shared context for one graph (graph, RetrieveNode service, sandbox pool)."""
-    from glmcot.agents import AgentContext
-
-    folder = graph_dir(path)
-    open_graph(folder)  # a clear message for a folder that is not a store
-    context = AgentContext(folder, domain=domain, workers=max(1, min(config.concurrency, 4)))
-    try:
-        yield context
-    finally:
-        context.close()
 
 
 def disable_retrieve_cache(context: Any) -> None:
@@ -106,26 +66,42 @@ def resolve_device(device: str) -> str:
         return "cpu"
 
 
-ENGINE_SERVER_SPECS = ("vllm+glmcot:", "sglang+glmcot:")
-FORCING_SERVER_SPECS = ("vllm+glmcot:",)  # engine servers that can force-decode the scripted policy
+def _server_options(config: EvalConfig) -> ServerOptions:
+    return ServerOptions(model=config.llm_model, api_key=config.llm_api_key, timeout_s=config.llm_timeout,
+                         max_retries=config.llm_retries)
 
 
-def backend_spec(config: EvalConfig, scripted: bool) -> str:
+def llm_spec(text: str, options: ServerOptions) -> BackendSpec:
+    """--llm: an OpenAI-compatible server's URL, or vllm+glmcot:URL / sglang+glmcot:URL (vLLM with
+    glmcot's plugin, SGLang's priority eviction)."""
+    engine_servers = {kind.value for kind in ENGINE_SERVER_KINDS}
+    if text.partition(":")[0].split("+")[0] in engine_servers:
+        try:
+            spec = BackendSpec.parse(text)
+        except BackendSpecError as exc:
+            raise SetupError(f"--llm {text!r}: {exc}") from None
+        # the served model's tokenizer directory for exact level spans (unset: the server's /tokenize)
+        return dataclasses.replace(spec, options=dataclasses.replace(
+            options, tokenizer=os.environ.get("GLMCOT_LLM_TOKENIZER")))
+    return BackendSpec(kind=BackendKind.OPENAI, target=text, options=options)
+
+
+def backend_spec(config: EvalConfig, scripted: bool) -> BackendSpec:
+    """The answering backend the settings name (the one place eval reads --model / --llm / --scripted)."""
     if scripted and config.llm and config.llm.startswith(FORCING_SERVER_SPECS):
-        return f"scripted+{config.llm}"  # forced through vLLM (the plugin's forcing logits processor)
+        # forced through vLLM (the plugin's forcing logits processor)
+        return dataclasses.replace(llm_spec(config.llm, _server_options(config)), scripted=True)
     if scripted:
-        return f"scripted+native:{config.model or DEFAULT_SCRIPTED_MODEL}"
+        return BackendSpec(kind=BackendKind.NATIVE, target=config.model or DEFAULT_SCRIPTED_MODEL, scripted=True)
     if config.llm:
-        if config.llm.startswith(ENGINE_SERVER_SPECS):  # vLLM with glmcot's plugin, or SGLang's priority eviction
-            return config.llm
-        return f"openai:{config.llm}"
+        return llm_spec(config.llm, _server_options(config))
     if config.model:
-        if config.model == "glmcot-mini":  # resolved (or a clear error with the build command) by the backend
-            return "native:glmcot-mini"
-        if not config.model.startswith("random:") and not Path(config.model).expanduser().is_dir():
+        # glmcot-mini is resolved (or a clear error with the build command) by the backend
+        if (config.model != "glmcot-mini" and not config.model.startswith("random:")
+                and not Path(config.model).expanduser().is_dir()):
             raise SetupError(f"--model must be a local checkpoint folder or random:qwen3:<size>; "
                              f"not found: {config.model}")
-        return f"native:{config.model}"
+        return BackendSpec(kind=BackendKind.NATIVE, target=config.model)
     raise SetupError("no model: give --model PATH, --llm URL or --scripted")
 
 
@@ -151,62 +127,28 @@ def engine_options(config: EvalConfig) -> dict[str, Any]:
     return {"device": resolve_device(config.device), "dtype": config.dtype}
 
 
+def system_config(config: EvalConfig, *, graph: Path | None = None, scripted_questions: Any = None,
+                  engine: Mapping[str, Any] | None = None, agent_options: Mapping[str, Any] | None = None,
+                  domain: str | None = None) -> SystemConfig:
+    """What to build for a run: the graph (none for the no-graph baselines), the answering
+    backend (the scripted policy when `scripted_questions`: a questions.jsonl path or records),
+    EngineConfig fields for a native model on top of the device and dtype, AgentConfig fields."""
+    return SystemConfig(
+        backend=backend_spec(config, scripted_questions is not None),
+        graphs={"graph": Path(graph)} if graph is not None else {},
+        domain=domain,
+        workers=max(1, min(config.concurrency, 4)),
+        engine={**engine_options(config), **(engine or {})},
+        agent_options={"graphcot_max_steps": config.max_steps, **(agent_options or {})},
+        scripted_questions=scripted_questions,
+    )
+
+
 @contextlib.contextmanager
-def answer_backend(config: EvalConfig, scripted_questions: Any = None, context: Any = None,
-                   engine: dict[str, Any] | None = None) -> Iterator[Any]:
-    """The answering backend, closed on exit. ``scripted_questions``: a questions.jsonl path or
-    records for the scripted policy (the gold plans); ``context`` gives it the sandbox to run them."""
-    from glmcot.agents import make_backend
-
-    spec = backend_spec(config, scripted_questions is not None)
-    options: dict[str, Any] = {}
-    if spec.startswith("openai:"):
-        options.update(model=config.llm_model, api_key=config.llm_api_key, timeout_s=config.llm_timeout,
-                       max_retries=config.llm_retries)
-    elif spec.removeprefix("scripted+").startswith(ENGINE_SERVER_SPECS):
-        # the served model's tokenizer directory for exact level spans (unset: the server's /tokenize)
-        options.update(model=config.llm_model, api_key=config.llm_api_key, timeout_s=config.llm_timeout,
-                       max_retries=config.llm_retries, tokenizer=os.environ.get("GLMCOT_LLM_TOKENIZER"))
-    else:
-        options.update(engine_options(config))
-        options.update(engine or {})
-    if scripted_questions is not None:
-        options["questions"] = (str(scripted_questions) if isinstance(scripted_questions, Path)
-                                else scripted_questions)
-    try:
-        if spec.startswith("native:") and _is_mini(spec.partition(":")[2]):
-            from glmcot.mini.backend import mini_backend  # its compact prompts over the native engine
-
-            backend = mini_backend(spec.partition(":")[2], **options)
-        else:
-            backend = make_backend(spec, context=context, **options)
-    except (ValueError, OSError) as exc:
-        raise SetupError(f"cannot start the LLM backend {spec}: {exc}") from None
-    try:
-        check_backend(backend, f"the LLM server {config.llm}" if config.llm else "the LLM backend")
-        yield backend
-    finally:
-        backend.close()
-
-
-def check_backend(backend: Any, what: str) -> None:
-    """Fails before a run, in one line, when the backend cannot answer at all (nothing listening,
-    a URL without /v1, an unknown model), instead of failing every question one by one."""
-    check = getattr(backend, "check", None)
-    if check is None:
-        return
-    from glmcot.llm.types import LLMError
-
-    try:
-        check()
-    except LLMError as exc:
-        raise SetupError(f"{what} cannot answer: {exc}") from None
-
-
-def judge_backend_spec(config: EvalConfig) -> str | None:
-    if config.judge_llm:
-        return f"openai:{config.judge_llm}"
-    return None
+def open_system(config: EvalConfig, **options: Any) -> Iterator[System]:
+    """The built system for a run (see `system_config` for the options), closed on exit."""
+    with build_system(system_config(config, **options)) as system:
+        yield system
 
 
 def judge_function(config: EvalConfig, answer_backend_: Any, options: Any) -> Callable[[QuestionRecord, str], tuple]:
@@ -217,11 +159,8 @@ def judge_function(config: EvalConfig, answer_backend_: Any, options: Any) -> Ca
         raise SetupError("the scripted policy cannot judge answers; add --judge-llm URL or use --no-judge")
     backend = answer_backend_
     if config.judge_llm:
-        from glmcot.llm import make_backend
-
-        backend = make_backend(f"openai:{config.judge_llm}", model=config.judge_model or config.llm_model,
-                               api_key=config.llm_api_key, timeout_s=config.llm_timeout,
-                               max_retries=config.llm_retries)
+        options = dataclasses.replace(_server_options(config), model=config.judge_model or config.llm_model)
+        backend = make_backend(BackendSpec(kind=BackendKind.OPENAI, target=config.judge_llm, options=options))
         try:
             check_backend(backend, f"the judge server {config.judge_llm}")
         except SetupError:
@@ -247,23 +186,19 @@ def describe_judge(config: EvalConfig, options: Any) -> str:
 
 # ---- methods -------------------------------------------------------------------------------------
 
-def method_answer_fn(method: str, context: Any, backend: Any, config: EvalConfig,
-                     agent_options: dict[str, Any] | None = None) -> Callable[[QuestionRecord], Any]:
-    """A thread-safe function answering one question with the method."""
+def method_answer_fn(method: str, system: System, config: EvalConfig) -> Callable[[QuestionRecord], Any]:
+    """A thread-safe function answering one question with the method on the built system."""
     if method in ("base", "text-rag", "graph-rag"):
         from glmcot.eval.baselines import Baseline
 
+        context = system.context()
         graph = context.graph if context is not None else None
         retrieve = retriever_top_k(context) if context is not None else None
-        baseline = Baseline(method, graph, backend, retrieve, top_k=config.top_k, hops=config.graph_rag_hops,
+        baseline = Baseline(method, graph, system.backend, retrieve, top_k=config.top_k, hops=config.graph_rag_hops,
                             token_budget=config.graph_rag_tokens)
         return lambda q: baseline.answer(q.question, qid=q.qid)
     if method in ("glm", "graphcot", "graphcot-repaired"):
-        from glmcot.agents import AgentConfig
-        from glmcot.agents.runner import make_agent
-
-        settings = {"graphcot_max_steps": config.max_steps, **(agent_options or {})}
-        agent = make_agent(method, backend, context, AgentConfig(**settings))
+        agent = system.agent(method)
         return lambda q: agent.answer(q.question, qid=q.qid)
     raise SetupError(f"unknown method {method!r}")
 

@@ -64,12 +64,13 @@ def measure(method: str, questions: list[QuestionRecord], dataset: Path, config:
     from glmcot.eval import systems
 
     records = list(questions)
-    with systems.agent_context(dataset, config) as context, \
-            systems.answer_backend(config, scripted_questions=records, context=context, engine=engine) as backend:
+    with systems.open_system(config, graph=dataset, scripted_questions=records, engine=engine,
+                             agent_options=agent) as system:
+        context, backend = system.context(), system.backend
         if not retrieve_cache:
             systems.disable_retrieve_cache(context)
         systems.warm_up(backend)
-        answer_fn = systems.method_answer_fn(method, context, backend, config, agent_options=agent)
+        answer_fn = systems.method_answer_fn(method, system, config)
         outcome = run_method(method, questions, answer_fn, out_file, concurrency=config.concurrency,
                              resume=False, on_done=on_done)
         stats = systems.engine_stats(backend)

@@ -134,12 +134,13 @@ def collect_graph(graph_dir: Path, domain: str, seed: int, fault_rate: float, wo
     """Runs the GLM agent with the scripted policy over one graph's questions."""
     from glmcot.agents import AgentContext
     from glmcot.agents.config import AgentConfig
-    from glmcot.agents.runner import make_backend, run_questions
+    from glmcot.agents.runner import run_questions
+    from glmcot.agents.scripted import ScriptedBackend
 
     records = [json.loads(line) for line in (graph_dir / "questions.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
     context = AgentContext(graph_dir, retriever="lexical", workers=workers, domain=domain)
     try:
-        scripted = make_backend("scripted", questions=records, context=context, counter=_CharCounter())
+        scripted = ScriptedBackend(records, code_runner=context.run_code, counter=_CharCounter())
         collector = Collector(scripted, {str(r["qid"]): r for r in records}, domain=domain, seed=seed, fault_rate=fault_rate)
         run_questions(records, method="glm", backend=collector, context=context, config=AgentConfig(domain=domain),
                       concurrency=workers, traces=None)

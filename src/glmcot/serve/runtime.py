@@ -1,7 +1,7 @@
 """What the server runs on: the engine, the LLM backend, the graphs and the agents.
 
 Built once at start-up from a `ServeConfig`; owned by the app (``app.state.serve.runtime``) and
-closed on shutdown; `glmcot.serve.startup.build_runtime` assembles one.
+closed on shutdown; `glmcot.serve.startup.build_runtime` builds one.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ class Runtime:
     scripted_by_text: dict[str, QuestionRecord] = field(default_factory=dict)
     graph_backends: dict[str, Any] = field(default_factory=dict)
     agent_factory: Callable[..., Any] | None = None
+    system: Any = None        # the glmcot.system.System the graphs' parts were built by (graph updates reopen through it)
     pool: concurrent.futures.ThreadPoolExecutor | None = None
     owns_engine: bool = True
     _closed: bool = False

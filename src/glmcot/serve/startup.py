@@ -1,14 +1,15 @@
-"""Starting the server's parts: the engine (warmed up), the upstream, the graphs and their agents,
-assembled into a Runtime. Heavy imports (torch, faiss) happen here, inside `build_runtime`."""
+"""Starting the server's parts: the engine (warmed up), then the upstream, the graphs and their
+agents (built by glmcot.system), as one Runtime. Heavy imports (torch, faiss) happen inside
+`build_runtime`."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from glmcot.serve import agents_glue
+from glmcot.serve.agent_factory import agent_factory, system_config
 from glmcot.serve.config import ServeConfig
-from glmcot.serve.engine_bridge import EngineBridge
-from glmcot.serve.runtime import Runtime, load_scripted
+from glmcot.serve.runtime import GraphHandle, Runtime, load_scripted
+from glmcot.system import build_system
 
 WARMUP_TIMEOUT_S = 600.0   # a first step may build the CPU kernels; generous, never forever
 
@@ -22,26 +23,43 @@ def warm_up(engine: Any) -> None:
 
 
 def build_runtime(config: ServeConfig, engine: Any = None) -> Runtime:
-    """Opens the graphs, starts the engine (or uses `engine`, which the caller then owns) or
-    connects the upstream, and prepares the agents. Cleans up if any part fails."""
-    runtime = Runtime(config=config, owns_engine=engine is None)
+    """Starts the engine (or uses `engine`, which the caller then owns) or connects the upstream,
+    and builds the graphs' agents (glmcot.system's builder), as one Runtime. Cleans up if any
+    part fails."""
+    scripted_by_qid, scripted_by_text = load_scripted(config.scripted) if config.scripted is not None else ({}, {})
+    owns_engine = engine is None
+    system = None
     try:
-        if config.scripted is not None:
-            runtime.scripted_by_qid, runtime.scripted_by_text = load_scripted(config.scripted)
-        if engine is not None:
-            runtime.engine = engine
-        elif config.model is not None:
+        if engine is None and config.model is not None:
             from glmcot.engine import AsyncEngine, EngineConfig
 
-            runtime.engine = AsyncEngine(EngineConfig(model=config.model,
-                                                      **config.engine_options))
+            engine = AsyncEngine(EngineConfig(model=config.model, **config.engine_options))
             if config.warmup:
-                warm_up(runtime.engine)
-        if runtime.engine is not None:
-            runtime.bridge = EngineBridge(runtime.engine)
+                warm_up(engine)
         if config.graphs:
-            agents_glue.attach(runtime)
+            if engine is None and not config.llm_url and config.scripted is None:
+                raise ValueError("no LLM: give a native --model or an upstream --llm URL")
+            system = build_system(system_config(config, scripted_by_qid), engine=engine)
     except BaseException:
-        runtime.close()
+        if owns_engine and engine is not None:
+            _shut_down(engine)
         raise
-    return runtime
+    if system is None:
+        return Runtime(config=config, engine=engine, owns_engine=owns_engine,
+                       scripted_by_qid=scripted_by_qid, scripted_by_text=scripted_by_text)
+    graphs = {name: GraphHandle(name=name, path=config.graphs[name], graph=context.graph,
+                                retriever=context.retrieval, context=context)
+              for name, context in system.contexts.items()}
+    return Runtime(config=config, engine=engine, owns_engine=owns_engine, backend=system.model, graphs=graphs,
+                   graph_backends=dict(system.backends), agent_factory=agent_factory(system, config), system=system,
+                   scripted_by_qid=scripted_by_qid, scripted_by_text=scripted_by_text)
+
+
+def _shut_down(engine: Any) -> None:
+    for name in ("shutdown", "close"):
+        stop = getattr(engine, name, None)
+        if stop is not None:
+            try:
+                stop()
+            except Exception:  # noqa: BLE001 - the start-up error is the one reported
+                pass

@@ -62,7 +62,6 @@ def _close_when_idle(runtime: Any, context: Any, timeout_s: float) -> None:
 
 
 def _apply(runtime: Any, name: str, operations: list[dict]) -> dict:
-    from glmcot.agents.context import AgentContext
     from glmcot.graph.delta import parse_operation
     from glmcot.graph.errors import GraphFormatError
     from glmcot.graph.index_updates import surviving
@@ -78,8 +77,7 @@ def _apply(runtime: Any, name: str, operations: list[dict]) -> dict:
             raise errors.APIError(400, str(error), code="bad_update") from None
         old = handle.context
         config = runtime.config
-        new = AgentContext(old.graph_dir, retriever=config.retriever, workers=max(1, min(config.max_concurrency, 4)),
-                           domain=old.domain)
+        new = runtime.system.open_context(old.graph_dir, domain=old.domain)
         old_service, new_service = old.retrieval, new.retrieval
         with old_service._lock:
             kept = surviving(old_service._cache, result.report)
@@ -87,10 +85,8 @@ def _apply(runtime: Any, name: str, operations: list[dict]) -> dict:
             new_service._cache.update(kept)
         backend = handle.backend
         if config.scripted is not None and name in runtime.graph_backends:
-            from glmcot.agents.scripted import ScriptedBackend
-
-            backend = runtime.graph_backends[name] = ScriptedBackend(runtime.scripted_by_qid, inner=runtime.backend,
-                                                                     code_runner=new.run_code)
+            # the scripted policy runs its plans in this version's sandbox
+            backend = runtime.graph_backends[name] = runtime.system.graph_backend(new)
         # One assignment: a question starting now gets the old handle or the new one, whole (its
         # context and its backend from the same version), never a mix.
         runtime.graphs[name] = dataclasses.replace(handle, context=new, graph=new.graph, retriever=new.retrieval,

@@ -194,7 +194,7 @@ def reuse_ceiling(sessions: list[Session]) -> dict:
 def record_traces(per_domain: int, domains: list[str], folder: Path, console) -> list[Path]:
     """Runs the GLM agent (scripted policy: the gold plans) on the synthetic GRBench-schema domains,
     MiniLM retrieval and the sandbox as in `glmcot eval`, and records its question traces."""
-    from glmcot.agents import AgentConfig, AgentContext, make_backend, run_questions
+    from glmcot.agents import AgentConfig, AgentContext, ScriptedBackend, run_questions
     from glmcot.eval.config import default_cache_dir
     from glmcot.eval.workload import DEMO_SCALE, DEMO_SEED, ensure_dataset, pick_questions
     from glmcot.data.questions import read_questions
@@ -206,7 +206,7 @@ def record_traces(per_domain: int, domains: list[str], folder: Path, console) ->
         records = list(pick_questions(read_questions(data / "questions.jsonl", domain=domain), per_domain))
         console.print(f"[dim]recording {len(records)} {domain} questions (GLM, scripted policy) into {path}[/dim]")
         with AgentContext(data, domain=domain) as context:
-            backend = make_backend("scripted", questions=records, context=context)
+            backend = ScriptedBackend(records, code_runner=context.run_code)
             try:
                 run_questions(records, method="glm", backend=backend, context=context, config=AgentConfig(domain=domain),
                               concurrency=4, traces=path, resume=False)

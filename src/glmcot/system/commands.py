@@ -1,4 +1,4 @@
-"""Top-level commands of glmcot.agents: `glmcot exec`."""
+"""Top-level commands of glmcot.system: `glmcot exec` (one snippet in a built system's sandbox)."""
 
 from __future__ import annotations
 
@@ -26,10 +26,8 @@ def exec_snippet(
 ) -> None:
     """Run one A-Agent style snippet through the sandbox (the five primitives and print only) and
     print its output, or the structured error. Exit code 1 when the snippet failed."""
-    from glmcot.agents.context import open_retriever
-    from glmcot.graph.store import store_directory
-    from glmcot.agents.retrieval import RetrievalService
-    from glmcot.agents.sandbox import SandboxError, SandboxExecutor, SandboxLimits
+    from glmcot.agents.sandbox import SandboxError, SandboxLimits
+    from glmcot.system import BackendCheck, SetupError, SystemConfig, build_system
 
     if file == "-":
         code = sys.stdin.read()
@@ -38,24 +36,27 @@ def exec_snippet(
         if not path.is_file():
             raise typer.BadParameter(f"no such file: {file}", param_hint="FILE")
         code = path.read_text(encoding="utf-8")
-    graph_dir = store_directory(graph)
-    if not graph_dir.is_dir():
-        raise typer.BadParameter(f"no graph directory at {graph}", param_hint="--graph")
     limits = SandboxLimits(wall_s=timeout, cpu_s=cpu, memory_mb=memory_mb, max_output=max_output)
-    from glmcot.graph.store import Graph
-
+    # no LLM: a snippet needs the graph, RetrieveNode and the sandbox only
+    config = SystemConfig(graphs={"graph": graph}, retriever=retriever, workers=1, limits=limits,
+                          check=BackendCheck.SKIP)
     try:
-        service = RetrievalService(open_retriever(retriever, graph_dir, Graph.open(graph_dir)))
+        system = build_system(config)
+    except SetupError as error:
+        raise typer.BadParameter(f"no graph directory at {graph}: {error}", param_hint="--graph") from None
+    except SandboxError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from None
     except Exception as error:
         raise typer.BadParameter(f"{type(error).__name__}: {error}", param_hint="--retriever") from None
     try:
-        with SandboxExecutor(graph_dir, workers=1, limits=limits) as executor:
-            result = executor.run(code, resolve=service.resolve)
+        context = system.context()
+        result = context.executor.run(code, resolve=context.retrieval.resolve)
     except SandboxError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
     finally:
-        service.close()
+        system.close()
     if as_json:
         typer.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
     elif result.ok:
