@@ -79,6 +79,7 @@ def test_scripted_with_a_vllm_glmcot_server_is_force_decoded_there():
     url = "vllm+glmcot:http://127.0.0.1:8000/v1"
     assert _backend_choice(None, url, True, "tiny") == "scripted"
     config = EvalConfig(llm=url, llm_model="tiny")
-    assert systems.backend_spec(config, scripted=True) == "scripted+" + url
+    spec = systems.backend_spec(config, scripted=True)
+    assert str(spec) == "scripted+" + url and spec.options.model == "tiny"
     assert "force-decoded" in systems.describe_backend(config, scripted=True)
-    assert systems.backend_spec(EvalConfig(), scripted=True).startswith("scripted+native:")
+    assert str(systems.backend_spec(EvalConfig(), scripted=True)).startswith("scripted+native:")
