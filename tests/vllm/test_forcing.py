@@ -123,11 +123,12 @@ def test_ids_past_the_vocabulary_end_the_request_and_the_server_goes_on(server, 
 
 
 def test_the_backend_refuses_ids_its_tokenizer_does_not_have(server):
-    from glmcot.llm import make_backend
+    from glmcot.llm import BackendSpec
     from glmcot.llm.types import LLMError
+    from glmcot.system import make_backend
 
     url, checkpoint = server
-    backend = make_backend(f"vllm+glmcot:{url}/v1", tokenizer=str(checkpoint))
+    backend = make_backend(BackendSpec.parse(f"vllm+glmcot:{url}/v1").with_options(tokenizer=str(checkpoint)))
     backend.tokens.encode = lambda text: [len(backend._hf) + 3]
     with pytest.raises(LLMError, match="outside the tokenizer"):
         backend.forced_ids("x")
