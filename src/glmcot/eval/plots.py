@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -116,8 +117,9 @@ def plot_ablation(rows: Sequence[dict[str, Any]], path: Path, subtitle: str = ""
     for ax in axes[:, 0]:
         ax.set_yticks(ys)
         ax.set_yticklabels(labels)
+    # the setup line (policy, workload, domains, questions, repeats) wrapped to the figure's width
     fig.suptitle("Ablation: each co-design feature off in turn (cf. paper Fig. 15)"
-                 + (f"\n{subtitle}" if subtitle else ""))
+                 + ("\n" + "\n".join(textwrap.wrap(subtitle, 120)) if subtitle else ""))
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
