@@ -79,7 +79,7 @@ def run_demo(options: DemoOptions, config: EvalConfig) -> dict[str, Any]:
                 rows.append({"domain": domain, "method": method, "engine": engines[method], **summary})
     ablation_rows: list[dict[str, Any]] = []
     ablation_domains = options.domains[:1]
-    ablation_questions_per_domain = 4 if options.quick else 12
+    ablation_questions_per_domain = 4 if options.quick else 24
     ablation_kv_tokens = 0
     ablation_setup = None
     if options.ablation:
