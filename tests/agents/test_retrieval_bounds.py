@@ -3,6 +3,7 @@ flight and the lexical fallback's work are bounded."""
 
 import random
 import threading
+import time
 
 import pytest
 
@@ -148,3 +149,35 @@ def test_lexical_fallback_work_is_bounded():
     # first 8 one shorter (n10-n17) are compared, not all 20,000 (about 700,000 characters).
     assert retriever.retrieve("title number 17 of the collection!") == "n17"
     assert retriever.last_scan_chars == 900 * 34 + 8 * 34
+
+
+def test_lookups_served_by_a_prefetch_are_counted_apart_from_cache_hits():
+    release = threading.Event()
+
+    class Gated:
+        def retrieve(self, text):
+            if text == "slow":
+                release.wait(30)
+            return "node-" + text
+
+    service = RetrievalService(Gated(), threads=2)
+    try:
+        service.prefetch("fast")
+        service.prefetch("slow")
+        deadline = time.monotonic() + 10
+        while "fast" not in service._cache and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert service.resolve("fast") == "node-fast"  # the prefetched search had finished
+        looking = threading.Thread(target=service.resolve, args=("slow",))
+        looking.start()  # meets the prefetched search still running
+        deadline = time.monotonic() + 10
+        while service.stats["lookups"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        release.set()
+        looking.join(10)
+        assert service.resolve("fast") == "node-fast"  # now an ordinary cache hit
+        assert {k: service.stats[k] for k in ("prefetches", "prefetch_ready", "prefetch_hits", "cache_hits")} == {
+            "prefetches": 2, "prefetch_ready": 1, "prefetch_hits": 1, "cache_hits": 1}
+    finally:
+        release.set()
+        service.close()

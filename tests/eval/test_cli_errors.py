@@ -24,6 +24,7 @@ def _run(args, env=None):
     (["ask", "Who?", "--graph", "."], "give --model PATH"),
     (["ask", "Who?", "--graph", ".", "--model", "m", "--method", "magic"], "choose glm, graphcot or graphcot-repaired"),
     (["bench", "everything"], "unknown benchmark 'everything'"),
+    (["bench", "ablation", "--workload", "random"], "unknown workload 'random'"),
     (["demo", "--domains", "dblp,mars"], "unknown domain(s) mars"),
 ])
 def test_bad_arguments_exit_2_with_a_message(args, message):

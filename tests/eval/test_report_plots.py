@@ -72,7 +72,7 @@ def test_ablation_shows_the_counter_that_proves_each_feature_acted(tmp_path: Pat
     full_counters: dict = {}
     add_counters(full_counters, {"evictions": 12, "evictions_p1": 0, "evictions_p2": 0, "evictions_p3": 4,
                                  "evictions_p4": 8, "chunk_hits_tokens": 0, "eviction_policy": "glm"},
-                 {"cache_hits": 3, "prefetch_hits": 2, "prefetches": 5})
+                 {"cache_hits": 3, "prefetch_hits": 2, "prefetch_ready": 1, "prefetches": 5})
     rows = [
         {"variant": "glm", "label": "GLM (all features)", "method": "glm", "full": True, "throughput_qps": 2.0,
          "counters": full_counters, "throughput_by_repeat": [1.8, 2.2]},
@@ -82,15 +82,18 @@ def test_ablation_shows_the_counter_that_proves_each_feature_acted(tmp_path: Pat
          "throughput_qps": 1.5, "counters": {"evictions": 20}},
         {"variant": "no-retrieve-cache", "label": "GLM without RetrieveNode cache", "method": "glm",
          "throughput_qps": 1.9, "counters": {"cache_hits": 0}},
+        {"variant": "no-pipelining", "label": "GLM without pipelining", "method": "glm",
+         "throughput_qps": 1.9, "counters": {"prefetch_hits": 0}},
     ]
     evidence(rows)
     text = ablation_markdown(rows)
-    assert "evictions P1-P4 0/0/4/8, chunk hits 0 tok, prefetch hits 2, RetrieveNode cache hits 3" in text
+    assert "evictions P1-P4 0/0/4/8, chunk hits 0 tok, prefetch hits 2 in flight + 1 done, RetrieveNode cache hits 3" in text
     assert "| 1.80-2.20 |" in text
     assert "not exercised (chunk_hits_tokens 0 in the full run)" in text
     assert "evictions: 12 full, 20 here" in text and "cache_hits: 3 full, 0 here" in text
+    assert "prefetch_hits+prefetch_ready: 3 full, 0 here" in text  # a finished prefetch is pipelining too
     assert rows[1]["feature"]["exercised"] is False and rows[2]["feature"]["exercised"] is True
-    assert ablation_rich(rows).row_count == 4
+    assert ablation_rich(rows).row_count == 5
     _png_size(plot_ablation(rows, tmp_path / "f15.png", "dblp, 3 questions, 2 repeats"))
 
 

@@ -6,6 +6,11 @@
 - `prefetch(text)` starts a search early: the GLM agent calls it from the A-Agent's stream as soon
   as a complete `RetrieveNode("...")` line appears (pipelined retrieval, Figure 9).
 
+Counters (`stats`): a lookup that meets a prefetched search is a `prefetch_hits` while the search
+still runs (part of it overlapped decoding) and a `prefetch_ready` once it has finished (all of it
+did); `cache_hits` are the lookups answered by the cache from an earlier lookup, so pipelining and
+the cache are told apart.
+
 RetrieveNode text comes from LLM output and snippets, so everything here is bounded: the query
 length (`max_query_chars`), the cache by entries and by characters held, the searches in flight
 from prefetching, and the lexical fallback's containment scan (`max_scan_chars`).
@@ -52,9 +57,12 @@ class RetrievalService:
         self._cache: OrderedDict[str, str] = OrderedDict()
         self._cached_chars = 0
         self._inflight: dict[str, Future] = {}
+        # keys a prefetch started that no lookup has asked for yet (bounded like the searches in flight)
+        self._prefetched: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="retrieve")
-        self.stats = {"lookups": 0, "cache_hits": 0, "searches": 0, "prefetches": 0, "prefetch_hits": 0, "search_s": 0.0}
+        self.stats = {"lookups": 0, "cache_hits": 0, "searches": 0, "prefetches": 0, "prefetch_hits": 0,
+                      "prefetch_ready": 0, "search_s": 0.0}
 
     @staticmethod
     def normalise(text: str) -> str:
@@ -125,6 +133,9 @@ class RetrievalService:
         if new:
             with self._lock:
                 self.stats["prefetches"] += 1
+                self._prefetched[key] = None
+                while len(self._prefetched) > self.max_inflight:
+                    self._prefetched.popitem(last=False)
 
     def resolve(self, text: str) -> str:
         """The node id for text (blocks until the search, perhaps already running, finishes)."""
@@ -134,8 +145,11 @@ class RetrievalService:
             self.stats["lookups"] += 1
             hit = key in self._cache
             inflight = key in self._inflight
+            prefetched = key in self._prefetched
+            if prefetched:
+                del self._prefetched[key]
             if hit:
-                self.stats["cache_hits"] += 1
+                self.stats["prefetch_ready" if prefetched else "cache_hits"] += 1
             elif inflight:
                 self.stats["prefetch_hits"] += 1
         future, _ = self._start(key)

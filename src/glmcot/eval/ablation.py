@@ -44,14 +44,17 @@ VARIANTS = (
 
 # The counter that proves each switched-off feature acted in the full GLM run: a variant whose
 # feature never acted there measures noise, and its row says "not exercised".
+# Pipelining acted when a snippet's lookup met a search the stream had started: still running
+# (prefetch_hits) or already done (prefetch_ready, the usual case when a search is faster than
+# decoding the rest of the snippet); several counters are summed.
 FEATURE_COUNTERS = {
-    "no-vertex-reuse": ("vertex reuse", "chunk_hits_tokens"),
-    "no-priority-eviction": ("priority eviction", "evictions"),
-    "no-pipelining": ("pipelining", "prefetch_hits"),
-    "no-retrieve-cache": ("RetrieveNode cache", "cache_hits"),
+    "no-vertex-reuse": ("vertex reuse", ("chunk_hits_tokens",)),
+    "no-priority-eviction": ("priority eviction", ("evictions",)),
+    "no-pipelining": ("pipelining", ("prefetch_hits", "prefetch_ready")),
+    "no-retrieve-cache": ("RetrieveNode cache", ("cache_hits",)),
 }
 COUNTERS = ("evictions", "evictions_p1", "evictions_p2", "evictions_p3", "evictions_p4", "chunk_hits_tokens",
-            "prefix_hits_tokens", "prefetches", "prefetch_hits", "cache_hits")
+            "prefix_hits_tokens", "prefetches", "prefetch_hits", "prefetch_ready", "cache_hits")
 
 
 def add_counters(total: dict[str, int], *sources: dict[str, Any] | None) -> None:
@@ -71,15 +74,22 @@ def evidence(rows: list[dict[str, Any]]) -> None:
         named = FEATURE_COUNTERS.get(row.get("variant"))
         if named is None or full is None or row.get("unavailable"):
             continue
-        feature, key = named
-        in_full = int((full.get("counters") or {}).get(key, 0))
-        row["feature"] = {"name": feature, "counter": key, "full": in_full,
-                          "variant": int((row.get("counters") or {}).get(key, 0)), "exercised": in_full > 0}
+        feature, keys = named
+        in_full = sum(int((full.get("counters") or {}).get(key, 0)) for key in keys)
+        here = sum(int((row.get("counters") or {}).get(key, 0)) for key in keys)
+        row["feature"] = {"name": feature, "counter": "+".join(keys), "full": in_full, "variant": here,
+                          "exercised": in_full > 0}
 
 
 # A KV pool small enough that eviction matters with several questions in flight (the paper's
 # priority-eviction gains are under memory pressure).
 ABLATION_KV_TOKENS = 8192
+# The shared-vertex workload's pool: still under pressure (P3/P4 blocks, and some P2, are evicted
+# with 4 questions in flight) but large enough that a vertex chunk indexed for one question lives
+# until a third question reads it; at 8,192 tokens on dblp every indexed chunk was evicted before
+# its first hit (0 chunk-hit tokens in 24 questions), at 12,288 they were reused.
+SHARED_VERTEX_KV_TOKENS = 12288
+WORKLOAD_KV_TOKENS = {"templates": ABLATION_KV_TOKENS, "shared-vertices": SHARED_VERTEX_KV_TOKENS}
 
 
 CHUNK_REUSE_MODES = ("exact", "pic", "pic0")
@@ -210,14 +220,35 @@ def run_ablation(datasets: dict[str, Path], questions: dict[str, list[QuestionRe
     return rows
 
 
+def ablation_questions(workload: str, datasets: dict[str, Path], per_domain: int) -> dict[str, list[QuestionRecord]]:
+    """Each domain's questions for the ablation: spread over templates (the demo's questions), or
+    `per_domain` questions about a few hot entities (eval/workload.py, shared_vertex_questions)."""
+    from glmcot.data.questions import read_questions
+    from glmcot.eval.workload import DEMO_SCALE, DEMO_SEED, WORKLOADS, pick_questions, shared_vertex_questions
+
+    if workload not in WORKLOADS:
+        raise ValueError(f"unknown workload {workload!r}; choose from {', '.join(WORKLOADS)}")
+    if workload == "shared-vertices":
+        return {d: shared_vertex_questions(d, DEMO_SCALE, DEMO_SEED, per_domain) for d in datasets}
+    return {d: pick_questions(read_questions(p / "questions.jsonl"), per_domain) for d, p in datasets.items()}
+
+
+def ablation_subtitle(model: str, workload: str, domains: list[str], per_domain: int, repeats: int,
+                      kv_cache_tokens: int) -> str:
+    """What the figure and table measured: the policy, the workload, domains, questions, repeats."""
+    return (f"scripted policy on {model} (random weights): system figures, not accuracy; workload {workload}, "
+            f"domain{'s' if len(domains) != 1 else ''} {', '.join(domains)}, {per_domain} questions each, "
+            f"{repeats} repeat{'s' if repeats != 1 else ''}, KV pool {kv_cache_tokens:,} tokens")
+
+
 def run_ablation_command(*, out: Path, model: str, questions: int | None, quick: bool, config: EvalConfig,
-                         quiet: bool = False, domains: list[str] | None = None, repeats: int = 1) -> dict[str, Any]:
+                         quiet: bool = False, domains: list[str] | None = None, repeats: int = 1,
+                         workload: str = "shared-vertices") -> dict[str, Any]:
     """`glmcot bench ablation`: synthetic domains (cached), the same questions for every variant."""
     from datetime import datetime, timezone
 
-    from glmcot.eval.workload import DEMO_SCALE, DEMO_SEED, ensure_dataset, pick_questions
+    from glmcot.eval.workload import DEMO_SCALE, DEMO_SEED, ensure_dataset
     from glmcot.eval.plots import plot_ablation
-    from glmcot.data.questions import read_questions
     from glmcot.eval.report import SCRIPTED_NOTICE, ablation_markdown, ablation_rich
 
     from glmcot.eval.workload import quiet_libraries
@@ -226,19 +257,26 @@ def run_ablation_command(*, out: Path, model: str, questions: int | None, quick:
     quiet_libraries()
     console.print(f"[bold yellow]{SCRIPTED_NOTICE}[/]")
     config = dataclasses.replace(config, model=model)
-    domains = domains or (["dblp", "amazon"] if quick else ["dblp", "amazon", "goodreads", "biomedical", "legal"])
-    per_domain = questions or (3 if quick else 8)
+    shared = workload == "shared-vertices"
+    # The shared-vertex workload needs several questions per hot entity for a chunk to be indexed
+    # (second reader) and reused (third), so one domain and more questions per domain by default.
+    domains = domains or (["dblp"] if shared else ["dblp", "amazon"] if quick else
+                          ["dblp", "amazon", "goodreads", "biomedical", "legal"])
+    # (at 16 questions on dblp the full GLM run had no chunk hit in any of 3 repeats; at 24 it had)
+    per_domain = questions or ((8 if quick else 24) if shared else (3 if quick else 8))
+    kv_cache_tokens = WORKLOAD_KV_TOKENS[workload]
     datasets = {d: ensure_dataset(d, DEMO_SCALE, DEMO_SEED, config.cache_dir) for d in domains}
-    chosen = {d: pick_questions(read_questions(p / "questions.jsonl"), per_domain) for d, p in datasets.items()}
+    chosen = ablation_questions(workload, datasets, per_domain)
     started = time.perf_counter()
     rows = run_ablation(datasets, chosen, config, out / "ablation", quiet=quiet, repeats=repeats,
+                        kv_cache_tokens=kv_cache_tokens,
                         prices=Prices(config.price_input, config.price_cached_input, config.price_output))
-    subtitle = (f"scripted policy on {model} (random weights): system measurement; domains {', '.join(domains)}, "
-                f"{per_domain} questions each, {repeats} repeat{'s' if repeats != 1 else ''}")
+    subtitle = ablation_subtitle(model, workload, domains, per_domain, repeats, kv_cache_tokens)
     figure = plot_ablation(rows, out / "fig15_ablation.png", subtitle)
     result = {"format": "glmcot.ablation/1", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "notice": SCRIPTED_NOTICE, "model": model, "domains": domains, "questions_per_domain": per_domain,
-              "concurrency": config.concurrency, "kv_cache_tokens": ABLATION_KV_TOKENS, "repeats": repeats,
+              "notice": SCRIPTED_NOTICE, "model": model, "workload": workload, "domains": domains,
+              "questions_per_domain": per_domain, "qids": {d: [q.qid for q in qs] for d, qs in chosen.items()},
+              "concurrency": config.concurrency, "kv_cache_tokens": kv_cache_tokens, "repeats": repeats,
               "command": "glmcot " + " ".join(sys.argv[1:]), "rows": rows,
               "figure": str(figure), "wall_s": time.perf_counter() - started}
     write_json_atomic(out / "ablation.json", result)

@@ -54,7 +54,7 @@ def run_benchmark(name: str, quick: bool, out: Path, quiet: bool = False, args: 
 
 def run_bench(which: str, *, quick: bool, out: Path, model: str, questions: int | None,
               config: EvalConfig, quiet: bool = False, domains: list[str] | None = None,
-              repeats: int = 1, args: list[str] | None = None) -> dict[str, Any]:
+              repeats: int = 1, args: list[str] | None = None, workload: str = "shared-vertices") -> dict[str, Any]:
     from rich.console import Console
 
     console = Console(stderr=quiet)
@@ -67,7 +67,7 @@ def run_bench(which: str, *, quick: bool, out: Path, model: str, questions: int 
 
             results[name] = run_ablation_command(out=out, model=model, questions=questions, quick=quick,
                                                  config=config, quiet=quiet, domains=domains,
-                                                 repeats=repeats)
+                                                 repeats=repeats, workload=workload)
         else:
             results[name] = run_benchmark(name, quick, out, quiet, args if which != "all" else None)
             status = results[name]["status"]

@@ -230,10 +230,14 @@ def register(app: typer.Typer) -> None:
         quick: bool = typer.Option(False, "--quick", help="A small run of each benchmark."),
         out: Path = typer.Option(Path("runs/bench"), "--out", help="Folder for the JSON results."),
         model: str = typer.Option("random:qwen3:small", help="Engine model for the ablation (random:qwen3:<size> or a checkpoint dir)."),
-        questions: Optional[int] = typer.Option(None, "--questions", "-n", min=1, help="Ablation: questions per domain [8; 3 with --quick]."),
-        domains: Optional[str] = typer.Option(None, help="Ablation: comma-separated domains [all five; dblp,amazon with --quick]."),
+        questions: Optional[int] = typer.Option(None, "--questions", "-n", min=1, help="Ablation: questions per domain [shared-vertices 24, 8 with --quick; templates 8, 3 with --quick]."),
+        domains: Optional[str] = typer.Option(None, help="Ablation: comma-separated domains [shared-vertices: dblp; templates: all five, dblp,amazon with --quick]."),
         concurrency: Optional[int] = typer.Option(None, help="Ablation: questions in flight [default 4]."),
         repeats: int = typer.Option(1, min=1, help="Ablation: run the variants this many times, order alternating, pooled."),
+        workload: str = typer.Option("shared-vertices", help="Ablation: shared-vertices (a few hot entities asked about "
+                                     "several times, so vertex reuse, eviction and the caches act; dblp, 24 questions, "
+                                     "KV pool 12,288 tokens) or templates (one question per template in turn; "
+                                     "all five domains, 8 each, KV pool 8,192 tokens)."),
         as_json: bool = typer.Option(False, "--json", help="Print the collected results as JSON."),
         config_file: Optional[Path] = typer.Option(None, "--config", help=_CONFIG_HELP),
     ) -> None:
@@ -253,6 +257,11 @@ def register(app: typer.Typer) -> None:
                 if unknown or not chosen:
                     raise typer.BadParameter(f"unknown domain(s) {', '.join(unknown) or '(none)'}; choose from "
                                              f"{', '.join(DOMAINS)}", param_hint="--domains")
+            from glmcot.eval.workload import WORKLOADS
+
+            if workload not in WORKLOADS:
+                raise typer.BadParameter(f"unknown workload {workload!r}; choose from {', '.join(WORKLOADS)}",
+                                         param_hint="--workload")
             config = _config({"concurrency": concurrency}, config_file)
             from glmcot.eval.bench import run_bench
 
@@ -260,6 +269,7 @@ def register(app: typer.Typer) -> None:
                 raise typer.BadParameter(f"extra arguments go to one benchmark, not to {which!r}: "
                                          f"{' '.join(context.args)}", param_hint="WHICH")
             result = run_bench(which, quick=quick, out=out, model=model, questions=questions, config=config,
-                               quiet=as_json, domains=chosen, repeats=repeats, args=list(context.args))
+                               quiet=as_json, domains=chosen, repeats=repeats, args=list(context.args),
+                               workload=workload)
             if as_json:
                 _print_json(result)

@@ -153,7 +153,8 @@ def evidence_text(row: dict[str, Any]) -> str:
         counters = row.get("counters") or {}
         levels = "/".join(str(counters.get(f"evictions_p{level}", 0)) for level in range(1, 5))
         return (f"evictions P1-P4 {levels}, chunk hits {counters.get('chunk_hits_tokens', 0):,} tok, "
-                f"prefetch hits {counters.get('prefetch_hits', 0)}, RetrieveNode cache hits {counters.get('cache_hits', 0)}")
+                f"prefetch hits {counters.get('prefetch_hits', 0)} in flight + {counters.get('prefetch_ready', 0)} done, "
+                f"RetrieveNode cache hits {counters.get('cache_hits', 0)}")
     feature = row.get("feature")
     if not feature:
         return "-"

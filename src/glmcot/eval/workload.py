@@ -1,5 +1,6 @@
 """The demo's workload, shared by the demo and the ablation: cached synthetic datasets, the
-questions chosen from them, and one measured run of a method over them."""
+questions chosen from them (spread over templates, or concentrated on a few hot vertices), and
+one measured run of a method over them."""
 
 from __future__ import annotations
 
@@ -15,6 +16,13 @@ from glmcot.eval.runner import Prices, run_method, summarize
 DEMO_SCALE = "tiny"
 DEMO_SEED = 0
 
+# What a run's questions are: `templates` spreads them over the question templates (one question
+# per template in turn, the demo's Table-1 view: questions rarely meet on a vertex); `shared-vertices`
+# asks several questions about each of a few hot entities, so their notebooks hold the same vertex
+# chunks and look up the same names (what vertex reuse and the RetrieveNode cache are for).
+WORKLOADS = ("templates", "shared-vertices")
+HOT_ENTITIES = 3  # entities a shared-vertex workload asks about
+HOT_CANDIDATES = 60  # most-connected anchors tried when choosing them
 
 
 def ensure_dataset(domain: str, scale: str, seed: int, cache_dir: Path) -> Path:
@@ -52,6 +60,72 @@ def pick_questions(questions: list[QuestionRecord], n: int) -> list[QuestionReco
             if bucket and len(picked) < n:
                 picked.append(bucket.pop(0))
     return picked
+
+
+def shared_vertex_questions(domain: str, scale: str, seed: int, count: int, entities: int = HOT_ENTITIES,
+                            exponent: float = 1.0) -> list[QuestionRecord]:
+    """`count` questions about `entities` hot entities of the dataset ``ensure_dataset(domain,
+    scale, seed)`` holds: each question picks its entity by a Zipf law (rank r with weight
+    1/r**exponent), then the entity's next template in turn. Only non-deterministic templates
+    (the ones whose notebooks hold vertex chunks) anchored on the node type most of them share,
+    and only entities that at least three of those templates can ask about. Seeded: the same
+    arguments give the same questions, with gold answers and plans as the dataset's own."""
+    import zlib
+
+    import numpy as np
+
+    from glmcot.data.schemas import DOMAINS, canonical_domain
+    from glmcot.data.synth.generate import build_graph
+    from glmcot.data.templates import template_set
+    from glmcot.data.templates.base import Ctx, Reject, fill, to_records, wordings
+
+    domain = canonical_domain(domain)
+    graph = build_graph(domain, scale, seed)  # the same arrays the cached dataset was written from
+    notebook_templates = [t for t in template_set(domain).templates if not t.deterministic]
+    anchors = [t.anchor for t in notebook_templates]
+    anchor = max(sorted(set(anchors)), key=anchors.count)
+    templates = [t for t in notebook_templates if t.anchor == anchor]
+    # Popular vertices are the ones many questions meet on: candidates by total degree.
+    degree = sum(graph.degrees(anchor, relation).astype(np.int64) for relation in graph.relations(anchor))
+    candidates = [int(i) for i in np.argsort(-degree, kind="stable")[:HOT_CANDIDATES]]
+
+    def instance(template, node: int, draw: int):
+        rng = np.random.default_rng([int(seed), DOMAINS.index(domain), 3, zlib.crc32(template.template.encode()),
+                                     node, draw])
+        context = Ctx(graph, rng)
+        try:
+            built = template.build(context, node)
+        except Reject:
+            return None
+        phrasings = wordings(domain)[template.template]
+        return template, built, fill(phrasings[int(rng.integers(0, len(phrasings)))], built.params)
+
+    hot: list[tuple[int, list]] = []  # (anchor node, the templates that can ask about it)
+    for node in candidates:
+        usable = [t for t in templates if instance(t, node, 0) is not None]
+        if len(usable) >= min(3, len(templates)):
+            hot.append((node, usable))
+        if len(hot) == entities:
+            break
+    if not hot:
+        return []
+    weights = np.array([1.0 / (rank + 1) ** exponent for rank in range(len(hot))])
+    rng = np.random.default_rng([int(seed), DOMAINS.index(domain), 4])
+    picks = rng.choice(len(hot), size=count, p=weights / weights.sum())
+    asked = [0] * len(hot)
+    sampled = []
+    for pick in picks:
+        node, usable = hot[int(pick)]
+        turn = asked[int(pick)]
+        asked[int(pick)] += 1
+        template = usable[turn % len(usable)]
+        # a later round on the same template draws a new instance (other papers, other pairs)
+        made = instance(template, node, turn // len(usable)) or instance(template, node, 0)
+        sampled.append(made)
+    records = to_records(domain, sampled)
+    for record in records:
+        record.qid = record.qid.replace(f"{domain}-", f"{domain}-hot-", 1)
+    return records
 
 
 # ---- running -------------------------------------------------------------------------------------
