@@ -308,7 +308,7 @@ def test_unsupported_parameters_are_refused_by_name(server, name, value):
 
 def test_parameters_at_their_off_value_are_accepted(server):
     body = {"prompt": "a", "max_tokens": 2, "response_format": {"type": "text"}, "tools": [],
-            "logit_bias": None, "suffix": "", "store": False}
+            "logit_bias": None, "suffix": "", "store": False, "repetition_penalty": 1.0}
     assert post(server, "/v1/completions", body).status_code == 200
 
 
