@@ -178,7 +178,7 @@ async def _serve(request: Request, endpoint: str, body: Any, model: str, prompts
                  max_tokens: int, chat: bool):
     state = _state(request)
     bridge: EngineBridge = state.runtime.bridge
-    ticket = await state.admission.acquire(endpoint, cost=len(prompts) * body.n)
+    ticket = await state.engine_admission.acquire(endpoint, cost=len(prompts) * body.n)
     generation = Generation(bridge, asyncio.get_running_loop(), body.session, body.priority)
     ticket.on_cancel.append(generation.abort)
 
