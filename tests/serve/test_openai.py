@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -134,7 +135,7 @@ def test_disconnect_mid_stream_frees_the_engine_blocks(server, engine):
 @pytest.fixture()
 def narrow_server(engine):
     """One slot, no queue, a short timeout: to see 429 and 504."""
-    config = ServeConfig(model=MODEL, port=0, max_concurrency=1, max_queue=0, timeout_s=2.0,
+    config = ServeConfig(model=MODEL, port=0, max_engine_requests=1, max_queue=0, timeout_s=2.0,
                          max_tokens_limit=100_000)
     runtime = Runtime(config=config, engine=engine, owns_engine=False)
     with BackgroundServer(config, runtime) as server:
@@ -153,7 +154,7 @@ def test_full_server_answers_429_and_slow_requests_504(narrow_server, engine):
     thread = threading.Thread(target=slow)
     thread.start()
     deadline = time.monotonic() + 600
-    while narrow_server.app.state.serve.admission.running == 0:
+    while narrow_server.app.state.serve.engine_admission.running == 0:
         assert time.monotonic() < deadline
         time.sleep(0.01)
     client = openai.OpenAI(base_url=narrow_server.url + "/v1", api_key="none", max_retries=0)
@@ -254,7 +255,7 @@ def test_prompt_count_n_session_and_seed_are_bounded(server, engine):
 
 
 def test_a_timed_out_many_choice_request_frees_everything_it_queued(engine):
-    config = ServeConfig(model=MODEL, port=0, max_concurrency=2, timeout_s=1.0,
+    config = ServeConfig(model=MODEL, port=0, max_engine_requests=2, timeout_s=1.0,
                          max_tokens_limit=100_000)
     runtime = Runtime(config=config, engine=engine, owns_engine=False)
     baseline = idle(engine)
@@ -262,11 +263,41 @@ def test_a_timed_out_many_choice_request_frees_everything_it_queued(engine):
         response = post(narrow, "/v1/completions", {"prompt": [PROMPT] * 32, "n": 8,
                                                     "max_tokens": 20_000, "ignore_eos": True})
         assert response.status_code == 504 and response.json()["error"]["type"] == "timeout_error"
-        admission = narrow.app.state.serve.admission
+        admission = narrow.app.state.serve.engine_admission
         assert admission.in_use == 0 and admission.running == 0
     stats = idle(engine)
     assert stats["running"] == 0 and stats["waiting"] == 0
     assert stats["blocks_used"] == baseline["blocks_used"]
+
+
+def test_engine_requests_are_admitted_up_to_the_engines_batch_not_the_question_slots(engine):
+    """The tail fix: OpenAI-endpoint requests have their own admission lane, as wide as the
+    engine's batch (max_num_seqs) by default. With one question slot, four streams still all run
+    in the engine at once; none waits at the door (it used to wait for the stream before it)."""
+    config = ServeConfig(model=MODEL, port=0, max_concurrency=1, max_tokens_limit=100_000)
+    assert config.max_engine_requests == engine.config.max_num_seqs == 64
+    assert ServeConfig(model=MODEL, engine_options={"max_num_seqs": 5}).max_engine_requests == 5
+    runtime = Runtime(config=config, engine=engine, owns_engine=False)
+    body = {"model": MODEL, "prompt": PROMPT, "max_tokens": 2000, "temperature": 0,
+            "ignore_eos": True, "stream": True}   # four of them fit the 8192-token pool
+    with BackgroundServer(config, runtime) as wide, httpx.Client(base_url=wide.url,
+                                                                 timeout=600) as http:
+        lane = wide.app.state.serve.engine_admission
+        readers = []   # held: a dropped line reader closes its stream
+        with contextlib.ExitStack() as streams:
+            for _ in range(4):
+                response = streams.enter_context(http.stream("POST", "/v1/completions",
+                                                             json=body))
+                assert response.status_code == 200
+                readers.append(response.iter_lines())
+                first = next(line for line in readers[-1] if line.startswith("data:"))
+                assert json.loads(first[5:])["choices"][0]["text"] is not None
+            # every stream has its first token while all four are still generating
+            assert lane.running == 4 and lane.waiting == 0
+            assert wide.app.state.serve.admission.running == 0   # the question lane is untouched
+        # leaving the streams aborts their engine requests
+    stats = idle(engine)
+    assert stats["running"] == 0 and lane.rejected["busy"] == 0
 
 
 def test_admission_counts_engine_requests():
@@ -308,7 +339,7 @@ def test_unsupported_parameters_are_refused_by_name(server, name, value):
 
 def test_parameters_at_their_off_value_are_accepted(server):
     body = {"prompt": "a", "max_tokens": 2, "response_format": {"type": "text"}, "tools": [],
-            "logit_bias": None, "suffix": "", "store": False}
+            "logit_bias": None, "suffix": "", "store": False, "repetition_penalty": 1.0}
     assert post(server, "/v1/completions", body).status_code == 200
 
 

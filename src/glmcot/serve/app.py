@@ -34,7 +34,8 @@ ENDPOINTS = frozenset({"/v1/ask", "/v1/graphs", "/v1/completions", "/v1/chat/com
 @dataclass
 class ServeState:
     config: ServeConfig
-    admission: Admission
+    admission: Admission          # /v1/ask questions (agent threads): --max-concurrency
+    engine_admission: Admission   # OpenAI endpoints' engine requests: --max-engine-requests
     metrics: ServerMetrics
     runtime: Runtime | None = None
     status: str = "starting"
@@ -91,7 +92,9 @@ def create_app(config: ServeConfig, runtime: Runtime | None = None) -> FastAPI:
     metrics = ServerMetrics(config.policy, config.model_name)
     state = ServeState(config=config, metrics=metrics,
                        admission=Admission(config.max_concurrency, config.max_queue,
-                                           config.timeout_s))
+                                           config.timeout_s),
+                       engine_admission=Admission(config.max_engine_requests, config.max_queue,
+                                                  config.timeout_s))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -104,7 +107,9 @@ def create_app(config: ServeConfig, runtime: Runtime | None = None) -> FastAPI:
             yield
         finally:
             state.status = "shutting_down"
-            cancelled = await state.admission.drain(config.shutdown_grace_s)
+            drained = await asyncio.gather(state.admission.drain(config.shutdown_grace_s),
+                                           state.engine_admission.drain(config.shutdown_grace_s))
+            cancelled = sum(drained)
             if cancelled:
                 log.warning("shutdown: cancelled %d in-flight requests", cancelled)
             if owned:
@@ -157,7 +162,7 @@ def create_app(config: ServeConfig, runtime: Runtime | None = None) -> FastAPI:
     @app.get("/metrics", response_class=PlainTextResponse, tags=["Server"])
     async def prometheus() -> PlainTextResponse:
         """Prometheus text format: requests, latencies, tokens, engine and cache figures."""
-        text = await asyncio.to_thread(metrics.render, state.admission)
+        text = await asyncio.to_thread(metrics.render, state.admission, state.engine_admission)
         return PlainTextResponse(text, media_type=CONTENT_TYPE)
 
     app.include_router(ask.router)

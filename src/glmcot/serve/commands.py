@@ -60,9 +60,13 @@ def serve(
     public_docs: Annotated[bool, typer.Option(
         help="Serve /docs and /openapi.json without the API key.")] = False,
     max_concurrency: Annotated[int, typer.Option(
-        help="Requests doing work at once.")] = 8,
+        help="/v1/ask questions doing work at once.")] = 8,
+    max_engine_requests: Annotated[Optional[int], typer.Option(
+        help="Engine requests (OpenAI endpoints: prompts x n) admitted at once; default: the "
+        "engine's batch capacity (max_num_seqs), so none waits while a batch slot is free.")] = None,
     max_queue: Annotated[int, typer.Option(
-        help="Requests that may wait for a slot; beyond that the server answers 429.")] = 64,
+        help="Requests that may wait for a slot (per lane: questions, engine requests); beyond "
+        "that the server answers 429.")] = 64,
     timeout: Annotated[float, typer.Option(
         help="Per-request limit in seconds, queueing included (504 past it).")] = 300.0,
     max_body_bytes: Annotated[int, typer.Option(help="Request body limit (413 past it).")]
@@ -115,7 +119,8 @@ def serve(
             graphs=_parse_graphs(graph), model=model, llm_url=llm, llm_model=llm_model,
             llm_timeout_s=llm_timeout, llm_retries=llm_retries,
             scripted=scripted, retriever=retriever, host=host, port=port, api_key=api_key, public_docs=public_docs,
-            max_concurrency=max_concurrency, max_queue=max_queue, timeout_s=timeout,
+            max_concurrency=max_concurrency, max_engine_requests=max_engine_requests,
+            max_queue=max_queue, timeout_s=timeout,
             max_body_bytes=max_body_bytes, max_question_chars=max_question_chars,
             max_tokens_limit=max_tokens_limit, max_prompts=max_prompts, max_n=max_n,
             max_session_chars=max_session_chars,

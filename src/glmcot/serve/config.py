@@ -30,7 +30,11 @@ class ServeConfig:
     port: int = 8000
     api_key: str | None = None        # required on every endpoint but /health when set
     public_docs: bool = False         # serve /docs and /openapi.json without the key
-    max_concurrency: int = 8          # requests doing work at once
+    max_concurrency: int = 8          # /v1/ask questions doing work at once (agent threads)
+    # Engine requests (OpenAI endpoints: prompts x n) admitted at once. None: the engine's batch
+    # capacity (max_num_seqs), so no request waits at the door while the engine has a free
+    # batch slot; a lower cap queued the bursts of an open-loop load and made the TTFT tail.
+    max_engine_requests: int | None = None
     max_queue: int = 64               # requests allowed to wait for a slot; beyond: 429
     timeout_s: float = 300.0          # per request, queueing included
     max_body_bytes: int = 1 << 20
@@ -59,7 +63,9 @@ class ServeConfig:
         if self.retriever not in ("auto", "embedding", "lexical"):
             raise ValueError(f"retriever must be auto, embedding or lexical, not "
                              f"{self.retriever!r}")
-        for name in ("max_concurrency", "max_body_bytes", "max_question_chars", "max_prompt_chars",
+        if self.max_engine_requests is None:
+            self.max_engine_requests = self.engine_batch_capacity
+        for name in ("max_concurrency", "max_engine_requests", "max_body_bytes", "max_question_chars", "max_prompt_chars",
                      "max_tokens_limit", "max_prompts", "max_n", "max_session_chars"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
@@ -72,6 +78,14 @@ class ServeConfig:
         for name in self.graphs:
             if not name or not name.replace("-", "").replace("_", "").isalnum():
                 raise ValueError(f"graph name {name!r}: use letters, digits, '-' and '_'")
+
+    @property
+    def engine_batch_capacity(self) -> int:
+        """The native engine's max_num_seqs: its --engine-option when given, else EngineConfig's
+        default (a light import: the dataclass, not the engine)."""
+        from glmcot.engine.config import EngineConfig
+
+        return int(self.engine_options.get("max_num_seqs", EngineConfig.max_num_seqs))
 
     @property
     def policy(self) -> str:

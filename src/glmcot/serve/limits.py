@@ -1,5 +1,10 @@
 """Admission control: bounded concurrency, a bounded wait queue, deadlines, graceful drain.
 
+The server has two lanes, each an `Admission`: /v1/ask questions (agent threads,
+--max-concurrency) and the OpenAI endpoints' engine requests (--max-engine-requests, by default
+the engine's batch capacity: a smaller door than the batch made bursts wait outside while the
+engine had free slots, which was the TTFT tail under an open-loop load).
+
 A request takes slots before doing work: one per engine request it will make (prompts x n). When every slot is taken it may wait in a queue of
 bounded length; when that is full too it gets 429 at once (the server never piles up unbounded
 work). While shutting down, new requests get 503 and in-flight ones are drained, then cancelled.

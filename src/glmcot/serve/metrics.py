@@ -204,12 +204,14 @@ class ServerMetrics:
                                  ("graph", "method"))
         self.collectors: list[Callable[[], list[str]]] = []
 
-    def render(self, admission=None) -> str:
-        if admission is not None:
-            self.in_flight.set(admission.running)
-            self.waiting.set(admission.waiting)
-            for reason, count in admission.rejected.items():
-                self.rejected.set(count, reason=reason)
+    def render(self, *admissions) -> str:
+        """`admissions`: the server's admission lanes (questions, engine requests), summed."""
+        if admissions:
+            self.in_flight.set(sum(admission.running for admission in admissions))
+            self.waiting.set(sum(admission.waiting for admission in admissions))
+            for reason in admissions[0].rejected:
+                self.rejected.set(sum(admission.rejected.get(reason, 0) for admission in admissions),
+                                  reason=reason)
         lines: list[str] = []
         for metric in (self.info, self.requests, self.latency, self.in_flight, self.waiting,
                        self.rejected, self.tokens, self.ttft, self.questions,

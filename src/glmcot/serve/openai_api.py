@@ -57,7 +57,8 @@ async def list_models(request: Request) -> ModelList:
 IGNORED_FIELDS = frozenset({"store", "metadata", "service_tier"})
 OFF_VALUES: dict[str, tuple[Any, ...]] = {
     "response_format": ({"type": "text"},), "tool_choice": ("none",), "function_call": ("none",),
-    "best_of": (1,), "parallel_tool_calls": (True, False)}
+    "best_of": (1,), "parallel_tool_calls": (True, False),
+    "repetition_penalty": (1, 1.0)}   # 1.0 is off; `vllm bench serve` always sends it
 
 
 def _refuse(name: str, why: str = "") -> errors.APIError:
@@ -177,7 +178,7 @@ async def _serve(request: Request, endpoint: str, body: Any, model: str, prompts
                  max_tokens: int, chat: bool):
     state = _state(request)
     bridge: EngineBridge = state.runtime.bridge
-    ticket = await state.admission.acquire(endpoint, cost=len(prompts) * body.n)
+    ticket = await state.engine_admission.acquire(endpoint, cost=len(prompts) * body.n)
     generation = Generation(bridge, asyncio.get_running_loop(), body.session, body.priority)
     ticket.on_cancel.append(generation.abort)
 

@@ -24,7 +24,8 @@ def uvicorn_config(app: Any, config: ServeConfig, log_level: str = "info") -> uv
     return uvicorn.Config(app, host=config.host, port=config.port, log_level=log_level,
                           timeout_graceful_shutdown=max(1, int(config.shutdown_grace_s)),
                           # connections beyond this get 503 from uvicorn itself
-                          limit_concurrency=config.max_concurrency + config.max_queue + 64,
+                          limit_concurrency=(config.max_concurrency + config.max_engine_requests
+                                             + 2 * config.max_queue + 64),   # both lanes, queues
                           server_header=False, lifespan="on")
 
 
