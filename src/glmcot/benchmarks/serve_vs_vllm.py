@@ -27,8 +27,6 @@ import argparse
 import json
 import os
 import shlex
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,8 +35,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import httpx
 
+from glmcot.benchmarks.servers import ServerProcess, free_port, spawn, stop, wait_ready
 from glmcot.files import write_json_atomic
 from glmcot.offline import stay_offline
 
@@ -49,16 +47,6 @@ METRICS = ("request_throughput", "output_throughput", "median_ttft_ms", "p99_ttf
 # glmcot / vLLM, and which way is better for glmcot
 RATIOS = {"request_throughput": "higher", "output_throughput": "higher", "median_ttft_ms": "lower",
           "p99_ttft_ms": "lower", "median_tpot_ms": "lower"}
-
-
-@dataclass
-class Server:
-    name: str
-    url: str
-    process: subprocess.Popen
-    log: Path
-    started: float
-    ready_s: float | None = None
 
 
 @dataclass
@@ -81,13 +69,7 @@ class Measurement:
     load_average: list[float] = field(default_factory=list)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_glmcot(args, model: Path, folder: Path) -> Server:
+def start_glmcot(args, model: Path, folder: Path) -> ServerProcess:
     port = free_port()
     log = folder / "glmcot-serve.log"
     source = str(Path(args.glmcot_src).resolve())
@@ -99,10 +81,10 @@ def start_glmcot(args, model: Path, folder: Path) -> Server:
                "--engine-option", f"max_model_len={args.max_model_len}",
                "--max-tokens-limit", str(max(4096, args.output_len)), "--log-level", "warning",
                *shlex.split(args.glmcot_args)]
-    return _spawn("glmcot", command, env, port, log)
+    return spawn("glmcot", command, env, port, log)
 
 
-def start_vllm(args, model: Path, folder: Path) -> Server:
+def start_vllm(args, model: Path, folder: Path) -> ServerProcess:
     vllm = Path(args.vllm_venv) / "bin" / "vllm"
     if not vllm.is_file():
         raise SystemExit(f"{vllm} not found: run scripts/setup_vllm.sh (or pass --vllm-venv)")
@@ -115,49 +97,10 @@ def start_vllm(args, model: Path, folder: Path) -> Server:
                "--host", "127.0.0.1", "--port", str(port), *shlex.split(args.vllm_args)]
     if args.vllm_eager:
         command.append("--enforce-eager")
-    return _spawn("vllm", command, env, port, log)
+    return spawn("vllm", command, env, port, log)
 
 
-def _spawn(name: str, command: list[str], env: dict, port: int, log: Path) -> Server:
-    handle = open(log, "w")
-    # its own process group: SIGTERM reaches vLLM's engine and worker processes too
-    process = subprocess.Popen(command, env=env, stdout=handle, stderr=subprocess.STDOUT,
-                               start_new_session=True)
-    return Server(name, f"http://127.0.0.1:{port}", process, log, time.monotonic())
-
-
-def wait_ready(servers: list[Server], timeout_s: float) -> None:
-    """Polls /health (generously: vLLM compiles at start, glmcot may build its kernels)."""
-    deadline = time.monotonic() + timeout_s
-    pending = list(servers)
-    while pending:
-        for server in list(pending):
-            if server.process.poll() is not None:
-                raise SystemExit(f"{server.name} server exited:\n{server.log.read_text()[-4000:]}")
-            try:
-                if httpx.get(server.url + "/health", timeout=5).status_code == 200:
-                    server.ready_s = time.monotonic() - server.started
-                    pending.remove(server)
-            except httpx.HTTPError:
-                pass
-        if time.monotonic() > deadline:
-            raise SystemExit(f"not ready in {timeout_s:.0f} s: {[s.name for s in pending]}")
-        time.sleep(1)
-
-
-def stop(servers: list[Server], grace_s: float = 60) -> None:
-    for server in servers:
-        if server.process.poll() is None:
-            os.killpg(server.process.pid, signal.SIGTERM)
-    for server in servers:
-        try:
-            server.process.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.process.pid, signal.SIGKILL)
-            server.process.wait()
-
-
-def bench(args, server: Server, model: Path, rate: str, seed: int, folder: Path, name: str
+def bench(args, server: ServerProcess, model: Path, rate: str, seed: int, folder: Path, name: str
           ) -> dict:
     """One `vllm bench serve` run; its saved result JSON."""
     command = [str(Path(args.vllm_venv) / "bin" / "vllm"), "bench", "serve", "--backend", "vllm",
@@ -212,7 +155,7 @@ def goal_met(ratio: dict[str, float | None]) -> bool:
     return p99 is not None and throughput is not None and p99 <= 1.0 and throughput >= 1.0
 
 
-def build_result(args, points: list[str], runs: list[Measurement], servers: list[Server]) -> dict:
+def build_result(args, points: list[str], runs: list[Measurement], servers: list[ServerProcess]) -> dict:
     per_point = []
     for point in points:
         entry: dict = {"point": point}

@@ -30,21 +30,18 @@ import argparse
 import concurrent.futures
 import json
 import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
 from glmcot.benchmarks.codesign.workload import add_workload_arguments, load_workload
 from glmcot.benchmarks.common import percentile, signed
+from glmcot.benchmarks.servers import ServerProcess, free_port, spawn, stop, wait_ready
 from glmcot.files import write_json_atomic
 from glmcot.offline import stay_offline
 
@@ -53,22 +50,7 @@ BLOCK = 32
 PAPER = {"miss_pct": -15.1, "throughput_pct": 14.3}  # GLM paper, Fig. 15 (priority eviction vs LRU)
 
 
-@dataclass
-class Server:
-    arm: str
-    url: str
-    process: subprocess.Popen
-    stats: Path
-    log: Path
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_server(arm: str, args, model: Path, kv_tokens: int, folder: Path) -> Server:
+def start_server(arm: str, args, model: Path, kv_tokens: int, folder: Path) -> ServerProcess:
     vllm = Path(args.vllm_venv) / "bin" / "vllm"
     if not vllm.is_file():
         raise SystemExit(f"{vllm} not found: run scripts/setup_vllm.sh (or pass --vllm-venv)")
@@ -85,41 +67,11 @@ def start_server(arm: str, args, model: Path, kv_tokens: int, folder: Path) -> S
         command.append("--enforce-eager")
     if args.device == "cpu":
         command += ["--gpu-memory-utilization", "0.05"]
-    handle = open(log, "w")
-    process = subprocess.Popen(command, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
-    return Server(arm, f"http://127.0.0.1:{port}", process, stats, log)
+    return spawn(arm, command, env, port, log, stats)
 
 
 def max_model_len(args, kv_tokens: int) -> int:
     return min(args.max_model_len, kv_tokens)
-
-
-def wait_ready(servers: list[Server], timeout_s: float = 900) -> None:
-    deadline = time.monotonic() + timeout_s
-    pending = list(servers)
-    while pending:
-        for server in list(pending):
-            if server.process.poll() is not None:
-                raise SystemExit(f"{server.arm} server exited:\n{server.log.read_text()[-4000:]}")
-            try:
-                if httpx.get(server.url + "/health", timeout=2).status_code == 200:
-                    pending.remove(server)
-            except httpx.HTTPError:
-                pass
-        if time.monotonic() > deadline:
-            raise SystemExit(f"servers not ready in {timeout_s:.0f} s: {[s.arm for s in pending]}")
-        time.sleep(1)
-
-
-def stop(servers: list[Server]) -> None:
-    for server in servers:
-        if server.process.poll() is None:
-            os.killpg(server.process.pid, signal.SIGTERM)
-    for server in servers:
-        try:
-            server.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.process.pid, signal.SIGKILL)
 
 
 def prefix_counters(url: str) -> dict[str, float]:
@@ -132,8 +84,8 @@ def prefix_counters(url: str) -> dict[str, float]:
     return out
 
 
-def plugin_evictions(server: Server) -> dict[str, int] | None:
-    if server.arm == "absent" or not server.stats.is_file():
+def plugin_evictions(server: ServerProcess) -> dict[str, int] | None:
+    if server.name == "absent" or not server.stats.is_file():
         return None
     for _ in range(20):  # the engine core writes at most every 0.5 s
         try:
@@ -152,7 +104,7 @@ def fitting_sessions(sessions, tokenizer, limit: int) -> list:
     return kept
 
 
-def replay(server: Server, args, model: Path, sessions, prompts) -> dict:
+def replay(server: ServerProcess, args, model: Path, sessions, prompts) -> dict:
     from glmcot.llm.types import LLMRequest
     from glmcot.llm.vllm_backend import VLLMBackend
 
@@ -160,7 +112,7 @@ def replay(server: Server, args, model: Path, sessions, prompts) -> dict:
                           timeout_s=600, max_retries=2)
     requests = httpx.post(server.url + "/reset_prefix_cache", timeout=60)
     if requests.status_code >= 400:
-        raise SystemExit(f"{server.arm}: /reset_prefix_cache answered {requests.status_code} (VLLM_SERVER_DEV_MODE=1?)")
+        raise SystemExit(f"{server.name}: /reset_prefix_cache answered {requests.status_code} (VLLM_SERVER_DEV_MODE=1?)")
     from glmcot.contract import Segment
 
     for text in prompts.values():  # warm-up: the shared agent prompts, as the native benchmark does
@@ -195,7 +147,7 @@ def replay(server: Server, args, model: Path, sessions, prompts) -> dict:
     evictions = None
     if evicted_before is not None and evicted_after is not None:
         evictions = {k: evicted_after[k] - evicted_before.get(k, 0) for k in ("p1", "p2", "p3", "p4")}
-    return {"arm": server.arm, "sessions": len(sessions), "calls": usage["calls"], "wall_s": wall,
+    return {"arm": server.name, "sessions": len(sessions), "calls": usage["calls"], "wall_s": wall,
             "throughput_sessions_per_s": len(sessions) / wall, "latency_p50_s": percentile(latencies, 50),
             "latency_p99_s": percentile(latencies, 99), "prefix_queries_tokens": queries,
             "prefix_hit_tokens": hits, "hit_rate": hits / queries if queries else 0.0,
@@ -287,8 +239,8 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     rows = [replay(server, args, model, fitting, prompts) for server in order]
                 for server, row in zip(order, rows):
-                    runs[server.arm].append(row)
-                    console.print(f"  {server.arm:>8}: hit rate {row['hit_rate']:.3f}, computed "
+                    runs[server.name].append(row)
+                    console.print(f"  {server.name:>8}: hit rate {row['hit_rate']:.3f}, computed "
                                   f"{row['prompt_tokens_computed']:.0f} tokens, {row['throughput_sessions_per_s']:.2f} "
                                   f"sessions/s, p50 {row['latency_p50_s']:.3f} s, evictions {row['evictions']}")
         finally:

@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from glmcot.benchmarks import vllm_codesign
+from glmcot.benchmarks import servers, vllm_codesign
 from glmcot.files import write_json_atomic
 from glmcot.offline import stay_offline
 
@@ -56,7 +56,7 @@ def synthetic_domain(domain: str, per_template: int, folder: Path) -> Path:
 def run_arm(arm: str, args, model: Path, data: Path, folder: Path, turn: int) -> dict:
     server = vllm_codesign.start_server(arm, args, model, args.kv_tokens, folder)
     try:
-        vllm_codesign.wait_ready([server])
+        servers.wait_ready([server])
         time.sleep(0.6)
         before = vllm_codesign.prefix_counters(server.url)
         out = folder / f"eval-{arm}-{turn}"
@@ -73,7 +73,7 @@ def run_arm(arm: str, args, model: Path, data: Path, folder: Path, turn: int) ->
         after = vllm_codesign.prefix_counters(server.url)
         evictions = vllm_codesign.plugin_evictions(server)
     finally:
-        vllm_codesign.stop([server])
+        servers.stop([server])
     rows = [json.loads(line) for line in (out / "glm.jsonl").read_text().splitlines() if line.strip()]
     summary = json.loads((out / "summary.json").read_text())["methods"]["glm"]
     queries, hits = after["queries"] - before["queries"], after["hits"] - before["hits"]
