@@ -150,3 +150,33 @@ def test_serve_command_help_and_errors(tmp_path):
     result = runner.invoke(cli, ["serve", "--model", "random:qwen3:tiny", "--graph",
                                  f"g={tmp_path / 'missing'}"])
     assert result.exit_code != 0 and "no such graph directory" in flat(result.output)
+
+
+def test_tokens_posted_from_the_engine_thread_arrive_in_order_with_one_wake_up_per_batch():
+    import asyncio
+    import threading
+
+    from glmcot.serve.engine_bridge import poster_for
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        poster = poster_for(loop)
+        assert poster_for(loop) is poster
+        queues = [asyncio.Queue(), asyncio.Queue()]
+
+        def engine_step():  # one step's tokens for two sequences, posted while the loop is busy
+            for number in range(500):
+                for index, queue in enumerate(queues):
+                    poster.post(queue, (index, number))
+
+        thread = threading.Thread(target=engine_step)
+        thread.start()
+        thread.join()  # the loop is blocked here, as it is while a handler runs
+        before = poster.flushes
+        received = [[await queue.get() for _ in range(500)] for queue in queues]
+        assert received == [[(index, n) for n in range(500)] for index in range(2)]
+        assert poster.flushes - before == 1
+        poster.post(queues[0], "later")
+        assert await queues[0].get() == "later" and poster.flushes - before == 2
+
+    asyncio.run(scenario())

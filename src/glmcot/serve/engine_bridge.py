@@ -11,6 +11,7 @@ import asyncio
 import concurrent.futures
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -178,6 +179,49 @@ class GenerationAborted(RuntimeError):
     """`Generation.start` after `abort` (shutdown or the client left): nothing more is queued."""
 
 
+class LoopPoster:
+    """Hands items from the engine thread to one event loop's queues, waking the loop once for
+    everything posted since its last wake-up rather than once per token: under load one engine
+    step yields a token for every sequence in the batch, and each wake-up costs the event loop (and
+    the GIL) that the HTTP side needs. Items for one queue keep their order."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.flushes = 0
+        self._lock = threading.Lock()
+        self._pending: list[tuple[asyncio.Queue, Any]] = []
+
+    def post(self, queue: asyncio.Queue, item: Any) -> None:
+        with self._lock:
+            wake = not self._pending
+            self._pending.append((queue, item))
+        if wake:
+            try:
+                self.loop.call_soon_threadsafe(self._flush)
+            except RuntimeError:   # the loop is closed: nobody is listening any more
+                with self._lock:
+                    self._pending.clear()
+
+    def _flush(self) -> None:
+        with self._lock:
+            items, self._pending = self._pending, []
+        self.flushes += 1
+        for queue, item in items:
+            queue.put_nowait(item)
+
+
+_posters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopPoster] = weakref.WeakKeyDictionary()
+_posters_lock = threading.Lock()
+
+
+def poster_for(loop: asyncio.AbstractEventLoop) -> LoopPoster:
+    with _posters_lock:
+        poster = _posters.get(loop)
+        if poster is None:
+            poster = _posters[loop] = LoopPoster(loop)
+        return poster
+
+
 class Generation:
     """Several engine requests (choices) whose deltas arrive, in order, on one asyncio queue."""
 
@@ -188,6 +232,7 @@ class Generation:
         self.session = session
         self.priority = priority
         self.queue: asyncio.Queue = asyncio.Queue()
+        self.poster = poster_for(loop)
         self.futures: list[concurrent.futures.Future] = []
         self.started = time.monotonic()
         self.aborted = False
@@ -198,10 +243,7 @@ class Generation:
         return len(self.futures)
 
     def _post(self, item: tuple) -> None:
-        try:
-            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
-        except RuntimeError:   # the loop is closed: nobody is listening any more
-            pass
+        self.poster.post(self.queue, item)
 
     def start(self, prompt: Any, sampling: Any) -> None:
         index = len(self.futures)
