@@ -71,18 +71,19 @@ def run_resumable(items: Sequence[Item], answer: Callable[[Item], Result], *,
     keys = [item_key(item) for item in items]
     results: list[Any] = [None] * len(items)
     todo: list[int] = []
+    found: list[int] = []
     for position, key in enumerate(keys):
         if key is not None and key in stored:
             results[position] = storage.decode(stored[key])
+            found.append(position)
         else:
             todo.append(position)
-    skipped = len(items) - len(todo)
+    skipped = len(found)
     if on_start is not None:
         on_start(skipped)
     if on_stored is not None:
-        for position, result in enumerate(results):
-            if result is not None:
-                on_stored(result)
+        for position in found:
+            on_stored(results[position])
 
     stop = threading.Event()
     pending: queue.SimpleQueue = queue.SimpleQueue()

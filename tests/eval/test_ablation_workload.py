@@ -31,13 +31,18 @@ def dblp_dataset(tmp_path_factory) -> tuple[Path, EvalConfig]:
     return ensure_dataset("dblp", DEMO_SCALE, DEMO_SEED, cache), config
 
 
-def test_vertex_reuse_and_pipelining_act_on_shared_vertices(dblp_dataset, tmp_path: Path):
+def _ablate(dblp_dataset, folder: Path, count: int, variant: str) -> tuple[dict, dict]:
+    """The full GLM row and the row without `variant`'s feature, on `count` shared-vertex questions."""
     dataset, config = dblp_dataset
-    questions = {"dblp": shared_vertex_questions("dblp", DEMO_SCALE, DEMO_SEED, 12)}
-    variants = tuple(v for v in VARIANTS if v.name in ("glm", "no-vertex-reuse"))
-    rows = run_ablation({"dblp": dataset}, questions, config, tmp_path / "ablation", quiet=True,
-                        kv_cache_tokens=SHARED_VERTEX_KV_TOKENS, variants=variants)
-    full, without = rows
+    questions = {"dblp": shared_vertex_questions("dblp", DEMO_SCALE, DEMO_SEED, count)}
+    variants = tuple(v for v in VARIANTS if v.name in ("glm", variant))
+    full, without = run_ablation({"dblp": dataset}, questions, config, folder, quiet=True,
+                                 kv_cache_tokens=SHARED_VERTEX_KV_TOKENS, variants=variants)
+    return full, without
+
+
+def test_vertex_reuse_and_pipelining_act_on_shared_vertices(dblp_dataset, tmp_path: Path):
+    full, without = _ablate(dblp_dataset, tmp_path / "ablation", 12, "no-vertex-reuse")
     assert full["full"] and without["variant"] == "no-vertex-reuse"
     # a vertex chunk one question computed was reused by a later one, at another position
     assert full["counters"]["chunk_hits_tokens"] > 0
@@ -50,11 +55,6 @@ def test_vertex_reuse_and_pipelining_act_on_shared_vertices(dblp_dataset, tmp_pa
 
 
 def test_the_pipelining_variant_starts_no_search_early(dblp_dataset, tmp_path: Path):
-    dataset, config = dblp_dataset
-    questions = {"dblp": shared_vertex_questions("dblp", DEMO_SCALE, DEMO_SEED, 3)}
-    variants = tuple(v for v in VARIANTS if v.name in ("glm", "no-pipelining"))
-    rows = run_ablation({"dblp": dataset}, questions, config, tmp_path / "ablation", quiet=True,
-                        kv_cache_tokens=SHARED_VERTEX_KV_TOKENS, variants=variants)
-    full, without = rows
+    full, without = _ablate(dblp_dataset, tmp_path / "ablation", 3, "no-pipelining")
     assert full["counters"]["prefetches"] > 0 and without["counters"].get("prefetches", 0) == 0
     assert without["feature"]["counter"] == "prefetch_hits+prefetch_ready" and without["feature"]["variant"] == 0

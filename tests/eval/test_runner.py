@@ -133,7 +133,7 @@ def test_failure_reasons_are_kept_in_the_rows(tmp_path: Path):
 
 
 def test_ctrl_c_stops_at_once_keeps_what_is_saved_and_resume_counts_it(tmp_path: Path):
-    from glmcot.eval.runner import RunInterrupted
+    from glmcot.runs import RunInterrupted
 
     out = tmp_path / "glm.jsonl"
     release = threading.Event()

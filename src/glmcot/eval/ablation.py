@@ -14,7 +14,8 @@ from typing import Any
 from glmcot.eval.config import EvalConfig
 from glmcot.eval.progress import console as make_console, progress as make_progress
 from glmcot.data.questions import QuestionRecord
-from glmcot.eval.runner import Prices, summarize, write_json_atomic
+from glmcot.eval.runner import Prices, summarize
+from glmcot.files import write_json_atomic
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,7 @@ def run_ablation(datasets: dict[str, Path], questions: dict[str, list[QuestionRe
     alternates (forward, backward, ...) so slow drift of a shared machine hits every variant alike.
     A variant whose switch this engine lacks is listed as unavailable instead of run."""
     from glmcot.eval.workload import measure
-    from glmcot.eval.runner import read_rows
+    from glmcot.files import read_rows
 
     console = make_console(quiet)
     plans: list[tuple[Variant, dict[str, Any], dict[str, Any], list[str]]] = []

@@ -73,7 +73,7 @@ def run_bench(which: str, *, quick: bool, out: Path, model: str, questions: int 
             status = results[name]["status"]
             if status != "ok":
                 console.print(f"[yellow]{name}: {status}[/] {results[name].get('message', '')}")
-    from glmcot.eval.runner import write_json_atomic
+    from glmcot.files import write_json_atomic
 
     write_json_atomic(out / "bench.json", results)
     failed = [n for n, r in results.items() if isinstance(r, dict) and r.get("status") in ("failed", "missing")]

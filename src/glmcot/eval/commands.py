@@ -205,7 +205,7 @@ def register(app: typer.Typer) -> None:
             if graph is None and any(m != "base" for m in methods):
                 raise typer.BadParameter(f"--graph is needed for {', '.join(m for m in methods if m != 'base')}",
                                          param_hint="--graph")
-            from glmcot.eval.runner import RunInterrupted
+            from glmcot.runs import RunInterrupted
 
             try:
                 result = evaluate(EvalOptions(questions=questions, graph=graph, methods=methods, scripted=scripted,

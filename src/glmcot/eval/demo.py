@@ -18,7 +18,8 @@ from glmcot.data.questions import QuestionRecord, read_questions
 from glmcot.eval.plots import METHOD_LABELS
 from glmcot.eval.report import (PAPER_HEADLINE, SCRIPTED_NOTICE, ablation_markdown, ablation_rich,
                                 latency_split_markdown, paper_table1_markdown, ratios, ratios_markdown, table1_markdown, table1_rich)
-from glmcot.eval.runner import Prices, write_json_atomic
+from glmcot.eval.runner import Prices
+from glmcot.files import write_json_atomic
 from glmcot.eval.workload import DEMO_SCALE, DEMO_SEED, ensure_dataset, machine, measure, pick_questions, quiet_libraries
 
 @dataclass

@@ -13,7 +13,8 @@ from glmcot.eval.config import EvalConfig
 from glmcot.eval.progress import console as make_console, progress as make_progress
 from glmcot.data.questions import read_questions
 from glmcot.eval.report import SCRIPTED_NOTICE, summary_rich
-from glmcot.eval.runner import Prices, run_method, summarize, write_json_atomic
+from glmcot.eval.runner import Prices, run_method, summarize
+from glmcot.files import write_json_atomic
 
 
 @dataclass

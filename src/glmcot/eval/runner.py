@@ -15,8 +15,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from glmcot.data.questions import QuestionRecord
 from glmcot.eval.metrics import as_text, bootstrap_median, exact_match, exact_match_strict, rouge_l
-from glmcot.files import read_rows, write_json_atomic  # noqa: F401 - the eval commands' file helpers
-from glmcot.runs import RunInterrupted, RunOutcome, Storage, run_resumable  # noqa: F401
+from glmcot.runs import RunOutcome, Storage, run_resumable
 
 ROW_FORMAT = "glmcot.eval/1"
 FAILURES = ("unexpected_output", "retrieval_error", "code_error", "step_limit", "backend_error", "error")

@@ -230,21 +230,6 @@ def engine_stats(backend: Any) -> dict[str, Any] | None:
     return None
 
 
-def supported_engine_options(options: dict[str, Any]) -> dict[str, Any]:
-    """Keeps the EngineConfig fields this engine has (a feature switch it lacks cannot be ablated)."""
-    from glmcot.engine import EngineConfig
-
-    names = {f.name for f in dataclasses.fields(EngineConfig)}
-    return {k: v for k, v in options.items() if k in names}
-
-
-def supported_agent_options(options: dict[str, Any]) -> dict[str, Any]:
-    from glmcot.agents import AgentConfig
-
-    names = {f.name for f in dataclasses.fields(AgentConfig)}
-    return {k: v for k, v in options.items() if k in names}
-
-
 def warm_up(backend: Any) -> None:
     """One short request to the native engine behind a backend, so the first measured question does
     not pay for first-call setup (allocation, kernel selection)."""
