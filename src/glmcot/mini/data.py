@@ -55,6 +55,12 @@ class DataConfig:
     fault_rate: float = 0.25  # share of questions whose first snippet is broken
     workers: int = 2  # questions in flight per graph
     processes: int = 1  # graphs collected at once (each in its own process)
+    # Training graphs phrase questions with every wording but each template's last one, which only
+    # evaluation graphs use: the benchmark then scores seen and never-read phrasings apart.
+    hold_out_wordings: bool = True
+    # Training seeds whose questions also go through Graph-CoT's single-agent loop, so the same
+    # model can be compared in both loops.
+    graphcot_seeds: tuple[int, ...] = ()
 
 
 @dataclass
@@ -121,33 +127,57 @@ class Collector(LLMBackend):
         self.scripted.end_session(session_id)
 
 
-def _collect_job(job: tuple[Path, str, int, float, int, int]) -> tuple[list[Example], list[dict]]:
+@dataclass(frozen=True)
+class GraphJob:
+    graph_dir: Path
+    domain: str
+    seed: int
+    fault_rate: float
+    workers: int
+    questions_per_template: int
+    wordings: str  # glmcot.data.templates.base.Wordings value
+    methods: tuple[str, ...]
+
+
+def ensure_synth_graph(graph_dir: Path, domain: str, seed: int, per_template: int, wordings: str = "all") -> Path:
+    """The synthetic graph and questions of (domain, seed), made unless the folder already holds
+    them with the same wordings."""
     from glmcot.data.synth.generate import SynthConfig, generate
 
-    graph_dir, domain, seed, fault_rate, workers, per_template = job
-    if not (graph_dir / "questions.jsonl").is_file():
-        generate(SynthConfig(domain, seed=seed, questions_per_template=per_template), graph_dir, force=True)
-    return collect_graph(graph_dir, domain, seed, fault_rate, workers)
+    meta = graph_dir / "meta.json"
+    made = (graph_dir / "questions.jsonl").is_file() and meta.is_file()
+    if not made or json.loads(meta.read_text(encoding="utf-8")).get("wordings", "all") != wordings:
+        generate(SynthConfig(domain, seed=seed, questions_per_template=per_template, wordings=wordings), graph_dir, force=True)
+    return graph_dir
 
 
-def collect_graph(graph_dir: Path, domain: str, seed: int, fault_rate: float, workers: int = 2) -> tuple[list[Example], list[dict]]:
-    """Runs the GLM agent with the scripted policy over one graph's questions."""
+def _collect_job(job: GraphJob) -> tuple[list[Example], list[dict]]:
+    ensure_synth_graph(job.graph_dir, job.domain, job.seed, job.questions_per_template, job.wordings)
+    return collect_graph(job.graph_dir, job.domain, job.seed, job.fault_rate, job.workers, job.methods)
+
+
+def collect_graph(graph_dir: Path, domain: str, seed: int, fault_rate: float, workers: int = 2,
+                  methods: tuple[str, ...] = ("glm",)) -> tuple[list[Example], list[dict]]:
+    """Runs each method's agent with the scripted policy over one graph's questions."""
     from glmcot.agents import AgentContext
     from glmcot.agents.config import AgentConfig
     from glmcot.agents.runner import run_questions
     from glmcot.agents.scripted import ScriptedBackend
 
     records = [json.loads(line) for line in (graph_dir / "questions.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    order = {str(r["qid"]): i for i, r in enumerate(records)}
+    examples: list[Example] = []
     context = AgentContext(graph_dir, retriever="lexical", workers=workers, domain=domain)
     try:
-        scripted = ScriptedBackend(records, code_runner=context.run_code, counter=_CharCounter())
-        collector = Collector(scripted, {str(r["qid"]): r for r in records}, domain=domain, seed=seed, fault_rate=fault_rate)
-        run_questions(records, method="glm", backend=collector, context=context, config=AgentConfig(domain=domain),
-                      concurrency=workers, traces=None)
+        for method in methods:
+            scripted = ScriptedBackend(records, code_runner=context.run_code, counter=_CharCounter())
+            collector = Collector(scripted, {str(r["qid"]): r for r in records}, domain=domain, seed=seed, fault_rate=fault_rate)
+            run_questions(records, method=method, backend=collector, context=context, config=AgentConfig(domain=domain),
+                          concurrency=workers, traces=None)
+            # questions run concurrently: order the calls so the data set does not depend on timing
+            examples.extend(sorted(collector.examples, key=lambda e: (order.get(e.qid, 0), e.step, e.agent, e.attempt)))
     finally:
         context.close()
-    order = {str(r["qid"]): i for i, r in enumerate(records)}
-    examples = sorted(collector.examples, key=lambda e: (order.get(e.qid, 0), e.step, e.agent, e.attempt))
     return examples, records
 
 
@@ -164,8 +194,10 @@ def collect(config: DataConfig, work_dir: str | Path, progress: Callable[[str], 
     work = Path(work_dir)
     out = Collected()
     jobs = [(domain, seed, seed in config.eval_seeds) for seed in (*config.train_seeds, *config.eval_seeds) for domain in config.domains]
-    arguments = [(work / f"{domain}-{seed}", domain, seed, 0.0 if held_out else config.fault_rate, config.workers,
-                  config.questions_per_template) for domain, seed, held_out in jobs]
+    arguments = [GraphJob(work / f"{domain}-{seed}", domain, seed, 0.0 if held_out else config.fault_rate, config.workers,
+                          config.questions_per_template, "seen" if config.hold_out_wordings and not held_out else "all",
+                          ("glm", "graphcot") if seed in config.graphcot_seeds and not held_out else ("glm",))
+                 for domain, seed, held_out in jobs]
     if config.processes > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
@@ -189,6 +221,7 @@ def collect(config: DataConfig, work_dir: str | Path, progress: Callable[[str], 
             pool.shutdown(cancel_futures=True)
     out.counts = {"train_examples": len(out.train), "eval_examples": len(out.eval),
                   "train_repair_examples": sum(e.repair for e in out.train),
+                  "train_graphcot_examples": sum(e.agent.startswith("graphcot") for e in out.train),
                   "eval_questions": sum(len(v) for v in out.eval_questions.values())}
     return out
 

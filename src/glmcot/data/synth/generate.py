@@ -29,6 +29,7 @@ class SynthConfig:
     seed: int = 0
     questions_per_template: int = 10
     formats: tuple[str, ...] = ("store",)      # "store" (graph/) and/or "grbench" (graph.json)
+    wordings: str = "all"                        # all, seen (every wording but the last) or held-out
 
     def __post_init__(self):
         self.domain = canonical_domain(self.domain)
@@ -37,6 +38,12 @@ class SynthConfig:
             raise ValueError(f"unknown format(s) {sorted(unknown)}; use store and/or grbench")
         if self.questions_per_template < 0:
             raise ValueError("questions per template must be >= 0")
+        from glmcot.data.templates.base import Wordings
+
+        try:
+            self.wordings = Wordings(self.wordings).value
+        except ValueError:
+            raise ValueError(f"unknown wordings {self.wordings!r}; use {', '.join(w.value for w in Wordings)}") from None
 
 
 def _seed(seed: int, domain: str, stream: int) -> np.random.Generator:
@@ -71,11 +78,11 @@ def expected_size(domain: str, scale: str | int) -> int:
 
 
 def make_questions(graph: SynthGraph, seed: int, per_template: int,
-                   progress: Callable[[str], None] | None = None) -> list[QuestionRecord]:
+                   progress: Callable[[str], None] | None = None, wordings: str = "all") -> list[QuestionRecord]:
     """Sample `per_template` questions of every implemented template (fewer when the graph has
     too few well-posed anchors), numbered in template order like GRBench's qid blocks."""
     from glmcot.data.templates import template_set
-    from glmcot.data.templates.base import Ctx, sample_template, to_records
+    from glmcot.data.templates.base import Ctx, Wordings, sample_template, to_records
 
     domain = graph.schema.domain
     sampled = []
@@ -83,7 +90,7 @@ def make_questions(graph: SynthGraph, seed: int, per_template: int,
         # One generator per template, so adding a template leaves the others unchanged.
         rng = np.random.default_rng([int(seed), DOMAINS.index(domain), 1,
                                      zlib.crc32(template.template.encode())])
-        sampled.extend(sample_template(template, Ctx(graph, rng), domain, per_template))
+        sampled.extend(sample_template(template, Ctx(graph, rng), domain, per_template, which=Wordings(wordings)))
         if progress:
             progress(template.template)
     return to_records(domain, sampled)
@@ -127,7 +134,7 @@ def generate(config: SynthConfig, out_dir: str | os.PathLike, force: bool = Fals
         done[0] += 1
         report("questions", done[0], templates)
 
-    records = make_questions(graph, config.seed, config.questions_per_template, on_template)
+    records = make_questions(graph, config.seed, config.questions_per_template, on_template, config.wordings)
     if "store" in config.formats:
         total = graph.num_nodes + graph.num_edges()
         written = [0]
@@ -157,6 +164,7 @@ def generate(config: SynthConfig, out_dir: str | os.PathLike, force: bool = Fals
         "generator_version": GENERATOR_VERSION, "domain": config.domain,
         "scale": str(config.scale), "seed": config.seed,
         "questions_per_template": config.questions_per_template,
+        "wordings": config.wordings,
         "outputs": sorted(config.formats),
         "counts": {
             "nodes": graph.num_nodes, "edges": graph.num_edges(),

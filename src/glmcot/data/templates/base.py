@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from enum import Enum
 from functools import lru_cache
 from importlib import resources
 
@@ -177,13 +178,36 @@ def fill(wording: str, params: dict) -> str:
     return out
 
 
+class Wordings(str, Enum):
+    """Which of a template's wordings questions are phrased with. The last wording of every
+    template is the held-out one, so a model trained on `seen` can be tested on phrasings it never
+    read."""
+
+    ALL = "all"
+    SEEN = "seen"
+    HELD_OUT = "held-out"
+
+
+def wording_choices(phrasings: list[str], which: Wordings) -> list[str]:
+    if which == Wordings.ALL or len(phrasings) < 2:
+        return phrasings
+    return phrasings[:-1] if which == Wordings.SEEN else phrasings[-1:]
+
+
+def is_held_out_wording(domain: str, template: str, params: dict, question: str) -> bool:
+    """Whether a question is phrased with its template's held-out (last) wording."""
+    phrasings = wordings(domain).get(template) or []
+    return len(phrasings) >= 2 and fill(phrasings[-1], params) == question
+
+
 def sample_template(template: Template, ctx: Ctx, domain: str, count: int,
-                    max_tries: int = 400) -> list[tuple[Template, Instance, str]]:
+                    max_tries: int = 400, which: Wordings = Wordings.ALL) -> list[tuple[Template, Instance, str]]:
     """Up to `count` instances of one template, each anchored on a distinct random node."""
     n = ctx.g.counts[template.anchor]
     phrasings = wordings(domain).get(template.template)
     if not phrasings:
         raise KeyError(f"no wordings for template {template.template}")
+    phrasings = wording_choices(phrasings, Wordings(which))
     order = ctx.rng.permutation(n)[: max(count * max_tries // 10, 50)]
     out: list[tuple[Template, Instance, str]] = []
     seen_answers: set[tuple] = set()
