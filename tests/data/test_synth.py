@@ -138,3 +138,19 @@ def test_force_replaces_only_generator_outputs(tmp_path):
     with pytest.raises(FileExistsError, match="did not write"):
         generate(SynthConfig("amazon", "tiny", 2, 1), out, force=True)
     assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_wordings_split_seen_from_held_out(tmp_path):
+    """`seen` never phrases a question with a template's last wording, `held-out` only with it."""
+    from glmcot.data.templates.base import is_held_out_wording, wordings
+
+    made = {}
+    for which in ("seen", "held-out"):
+        generate(SynthConfig("dblp", seed=3, questions_per_template=3, wordings=which), tmp_path / which)
+        made[which] = [json.loads(line) for line in (tmp_path / which / "questions.jsonl").read_text().splitlines()]
+    held = [is_held_out_wording("dblp", r["template"], r["params"], r["question"]) for r in made["held-out"]]
+    seen = [is_held_out_wording("dblp", r["template"], r["params"], r["question"]) for r in made["seen"]]
+    assert all(held) and not any(seen)
+    assert all(len(wordings("dblp")[r["template"]]) >= 2 for r in made["seen"])
+    with pytest.raises(ValueError, match="unknown wordings 'some'"):
+        SynthConfig("dblp", wordings="some")

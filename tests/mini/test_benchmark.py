@@ -34,4 +34,7 @@ def test_benchmark_runs_on_a_tiny_checkpoint(built, tmp_path):
     assert row["questions"] == 2 and row["ceiling_em"] == 1.0  # the scripted ceiling answers held-out questions
     assert 0.0 <= row["em"] <= 1.0 and set(row["c_agent"]) == {"accuracy", "false_positive", "false_negative"}
     assert sum(cell["n"] for cell in report["grbench"]["dblp"].values()) == 2
+    assert sum(cell["n"] for cell in row["by_phrasing"].values()) == 2 and set(row["by_phrasing"]) <= {"seen", "held-out"}
+    single = report["graphcot"]["dblp"]  # the same model in Graph-CoT's single-agent loop
+    assert single["questions"] == 2 and single["ceiling_em"] == 1.0 and "c_agent" not in single
     assert "not general reasoning" in report["meaning"]

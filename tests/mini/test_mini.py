@@ -12,13 +12,17 @@ def test_examples_cover_the_agents_and_the_repair_turn(built):
     root, record = built
     train = read_examples(root / "work" / "train.jsonl")
     held = read_examples(root / "work" / "eval.jsonl")
-    assert {e.agent for e in train} == {"classify", "reason", "act"}
+    assert {e.agent for e in train} == {"classify", "reason", "act", "graphcot-thought", "graphcot-action"}
+    assert {e.agent for e in held} == {"classify", "reason", "act"}  # Graph-CoT calls: training seeds only
+    assert record["data"]["train_graphcot_examples"] == sum(e.agent.startswith("graphcot") for e in train) > 0
     assert {e.seed for e in train} == {1} and {e.seed for e in held} == {1001}
     assert record["data"]["train_seeds"] == [1] and record["data"]["eval_seeds"] == [1001]
     # Shared prompts are compacted to a tag; the question is still there.
     assert all(e.segments[0].startswith("<<glmcot-mini ") for e in train)
     classify = next(e for e in train if e.agent == "classify")
     assert "Question: " in classify.prompt and classify.reply.startswith("<label>")
+    action = next(e for e in train if e.agent == "graphcot-action")
+    assert action.prompt.startswith("<<glmcot-mini graphcot-action>>") and "Action 1:" in action.prompt
     acts = [e for e in train if e.agent == "act"]
     assert all(e.reply.startswith("<code>") and e.reply.endswith("</code>") for e in acts)
     repairs = [e for e in train if e.repair]
@@ -27,6 +31,22 @@ def test_examples_cover_the_agents_and_the_repair_turn(built):
     assert all("failed" in e.prompt or "printed nothing" in e.prompt for e in repairs)
     assert all(e.reply.startswith("<code>") for e in repairs)
     assert not any(e.repair for e in held), "no faults are injected into held-out graphs"
+
+
+def test_training_questions_never_use_a_held_out_wording(built):
+    """Every template's last wording is held out: training graphs never phrase a question with it,
+    evaluation graphs do."""
+    from glmcot.benchmarks.mini import phrasing
+
+    root, _ = built
+    def records(folder):
+        return [json.loads(line) for line in (root / "work" / "graphs" / folder / "questions.jsonl").read_text().splitlines()]
+    train, held = records("dblp-1"), records("dblp-1001")
+    assert {phrasing(r, "dblp") for r in train} == {"seen"}
+    assert json.loads((root / "work" / "graphs" / "dblp-1" / "meta.json").read_text())["wordings"] == "seen"
+    assert "held-out" in {phrasing(r, "dblp") for r in held}
+    questions = {e.prompt for e in read_examples(root / "work" / "train.jsonl")}
+    assert not any(r["question"] in prompt for r in held if phrasing(r, "dblp") == "held-out" for prompt in questions)
 
 
 def test_examples_round_trip_and_seeds_must_be_disjoint(tmp_path):
@@ -170,7 +190,11 @@ def test_collecting_in_processes_gives_the_same_examples(built, tmp_path):
 
     root, _ = built
     serial = read_examples(root / "work" / "train.jsonl")
-    config = DataConfig(domains=("dblp",), train_seeds=(1,), eval_seeds=(1001,), questions_per_template=1, processes=2)
+    from dataclasses import replace
+
+    from glmcot.mini.config import preset
+
+    config = replace(preset("tiny").data, processes=2)
     parallel = collect(config, tmp_path / "graphs")
     assert parallel.train == serial
     assert parallel.eval == read_examples(root / "work" / "eval.jsonl")

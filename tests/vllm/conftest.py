@@ -177,3 +177,20 @@ def vllm_server(checkpoint: Path, folder: Path, mode: str = "enforce", extra: tu
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
         log.close()
+
+
+def glmcot_cli(arguments: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Runs the glmcot CLI here when the graph side imports (faiss), else with the interpreter
+    named by GLMCOT_CLIENT_PYTHON (the main environment: vLLM's has no faiss); skips without one."""
+    try:
+        import faiss  # noqa: F401
+        python = sys.executable
+    except ImportError:
+        python = os.environ.get("GLMCOT_CLIENT_PYTHON", "")
+        if not python:
+            pytest.skip("glmcot's graph retrieval needs faiss, which vLLM's environment lacks: set "
+                        "GLMCOT_CLIENT_PYTHON to the main environment's python to run this")
+    done = subprocess.run([python, "-c", "from glmcot.cli import app; app()", *arguments], capture_output=True,
+                          text=True, timeout=900, env={**os.environ, **env,
+                                                      "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])})
+    return done.returncode, done.stdout[-4000:] + done.stderr[-4000:]

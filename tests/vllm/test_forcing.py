@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from tests.vllm.conftest import FORCING, ROOT, needs_vllm, vllm_server
+from tests.vllm.conftest import FORCING, glmcot_cli, needs_vllm, vllm_server
 
 needs_vllm()
 
@@ -132,23 +129,6 @@ def test_the_backend_refuses_ids_its_tokenizer_does_not_have(server):
     backend.tokens.encode = lambda text: [len(backend._hf) + 3]
     with pytest.raises(LLMError, match="outside the tokenizer"):
         backend.forced_ids("x")
-
-
-def glmcot_cli(arguments: list[str], env: dict[str, str]) -> tuple[int, str]:
-    """Runs the glmcot CLI here when the graph side imports (faiss), else with the interpreter
-    named by GLMCOT_CLIENT_PYTHON (the main environment: vLLM's has no faiss); skips without one."""
-    try:
-        import faiss  # noqa: F401
-        python = sys.executable
-    except ImportError:
-        python = os.environ.get("GLMCOT_CLIENT_PYTHON", "")
-        if not python:
-            pytest.skip("glmcot's graph retrieval needs faiss, which vLLM's environment lacks: set "
-                        "GLMCOT_CLIENT_PYTHON to the main environment's python to run this")
-    done = subprocess.run([python, "-c", "from glmcot.cli import app; app()", *arguments], capture_output=True,
-                          text=True, timeout=900, env={**os.environ, **env,
-                                                      "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])})
-    return done.returncode, done.stdout[-4000:] + done.stderr[-4000:]
 
 
 def test_scripted_glm_questions_run_end_to_end_through_vllm(server, tmp_path):

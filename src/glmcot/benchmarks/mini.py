@@ -5,7 +5,10 @@ native engine (no scripted policy in the answering loop).
    against the scripted ceiling on the same questions (the gold plans: what a perfect model
    gets with this retriever); C-Agent false positives (said deterministic, template is not) and
    false negatives; code errors and how many fault tolerance repaired; failure categories
-   (Table 5); tokens, calls and latency per question.
+   (Table 5); tokens, calls and latency per question. Scores are split by phrasing: questions in
+   a wording the model read in training, and in each template's held-out wording (never trained
+   on). The same model then drives Graph-CoT's single-agent loop on the same questions (it is
+   trained on that loop's calls too), beside that loop's own scripted ceiling.
 2. The real GRBench question texts (data/grbench/*.jsonl, written by others): there is no graph
    for them, so only behaviour is checked: the C-Agent's label against the template's
    determinism, and whether the first snippet has the gold plan's shape (the same primitives and
@@ -85,18 +88,31 @@ def pick(records: list[dict], count: int) -> list[dict]:
 
 
 def ensure_graph(domain: str, seed: int, root: Path, per_template: int) -> Path:
-    from glmcot.data.synth.generate import SynthConfig, generate
+    from glmcot.mini.data import ensure_synth_graph
 
-    out = root / f"{domain}-{seed}"
-    if not (out / "questions.jsonl").is_file():
-        generate(SynthConfig(domain, seed=seed, questions_per_template=per_template), out, force=True)
-    return out
+    return ensure_synth_graph(root / f"{domain}-{seed}", domain, seed, per_template)
 
 
-def held_out(args, console: Console, backend_for) -> dict:
+def _scores(pairs: list[tuple[str, str]]) -> dict:
+    from glmcot.eval.metrics import exact_match, rouge_l
+
+    n = len(pairs)
+    return {"n": n, "em": sum(exact_match(a, g) for a, g in pairs) / max(1, n),
+            "rouge_l": sum(rouge_l(a, g) for a, g in pairs) / max(1, n)}
+
+
+def phrasing(record: dict, domain: str) -> str:
+    """'held-out' when the question uses its template's held-out wording (never in training)."""
+    from glmcot.data.templates.base import is_held_out_wording
+
+    return "held-out" if is_held_out_wording(domain, record["template"], record.get("params") or {}, record["question"]) else "seen"
+
+
+def held_out(args, console: Console, backend_for, method: str = "glm") -> dict:
+    """The model in one agent loop (glm: classify / reason / act; graphcot: Graph-CoT's single
+    agent) on held-out graphs, beside the scripted ceiling of the same loop."""
     from glmcot.agents import AgentConfig, AgentContext, ScriptedBackend, run_questions
     from glmcot.data.questions import QuestionRecord
-    from glmcot.eval.metrics import exact_match, rouge_l
     from glmcot.eval.runner import result_rows, summarize
 
     report = {}
@@ -107,44 +123,44 @@ def held_out(args, console: Console, backend_for) -> dict:
         records = records[: args.limit] if args.limit else records
         by_qid = {r["qid"]: r for r in records}
         config = AgentConfig(domain=domain, max_rounds=args.max_rounds, act_max_tokens=args.max_tokens,
-                             reason_max_tokens=args.max_tokens, classify_max_tokens=64)
+                             reason_max_tokens=args.max_tokens, classify_max_tokens=64,
+                             graphcot_max_steps=args.graphcot_max_steps, graphcot_max_tokens=args.max_tokens)
         with AgentContext(data, retriever="lexical", workers=1, domain=domain) as context:
             started = time.perf_counter()
-            results = run_questions(records, method="glm", backend=backend_for(), context=context, config=config,
+            results = run_questions(records, method=method, backend=backend_for(), context=context, config=config,
                                     concurrency=args.concurrency, traces=None)
             wall = time.perf_counter() - started
             ceiling = []
             if args.ceiling:
                 scripted = ScriptedBackend(records, code_runner=context.run_code)
-                ceiling = run_questions(records, method="glm", backend=scripted, context=context, config=AgentConfig(domain=domain),
+                ceiling = run_questions(records, method=method, backend=scripted, context=context, config=AgentConfig(domain=domain),
                                         concurrency=1, traces=None)
-        row = summarize(result_rows("glm", [QuestionRecord.from_json(by_qid[r.qid], domain=domain) for r in results], results))
+        row = summarize(result_rows(method, [QuestionRecord.from_json(by_qid[r.qid], domain=domain) for r in results], results))
         row["wall_s"] = wall
         golds = [by_qid[r.qid]["answer"] for r in results]
-        row["em"] = sum(exact_match(r.answer, g) for r, g in zip(results, golds)) / len(results)
-        row["rouge_l"] = sum(rouge_l(r.answer, g) for r, g in zip(results, golds)) / len(results)
+        row.update({k: v for k, v in _scores([(r.answer, g) for r, g in zip(results, golds)]).items() if k != "n"})
         if ceiling:
-            row["ceiling_em"] = sum(exact_match(r.answer, by_qid[r.qid]["answer"]) for r in ceiling) / len(ceiling)
-            row["ceiling_rouge_l"] = sum(rouge_l(r.answer, by_qid[r.qid]["answer"]) for r in ceiling) / len(ceiling)
-        truth = [bool(by_qid[r.qid]["deterministic"]) and len(by_qid[r.qid]["plan"]["glm"]) == 1 for r in results]
-        said = [bool(r.deterministic) for r in results]
-        row["c_agent"] = {"accuracy": sum(s == t for s, t in zip(said, truth)) / len(results),
-                          "false_positive": sum(s and not t for s, t in zip(said, truth)),
-                          "false_negative": sum(t and not s for s, t in zip(said, truth))}
-        errors = [code_errors(r) for r in results]
-        row["code_errors"] = sum(e[0] for e in errors)
-        row["code_errors_repaired"] = sum(e[1] for e in errors)
-        templates = defaultdict(lambda: {"n": 0, "em": 0.0, "rouge_l": 0.0})
+            scored = _scores([(r.answer, by_qid[r.qid]["answer"]) for r in ceiling])
+            row["ceiling_em"], row["ceiling_rouge_l"] = scored["em"], scored["rouge_l"]
+        if method == "glm":
+            truth = [bool(by_qid[r.qid]["deterministic"]) and len(by_qid[r.qid]["plan"]["glm"]) == 1 for r in results]
+            said = [bool(r.deterministic) for r in results]
+            row["c_agent"] = {"accuracy": sum(s == t for s, t in zip(said, truth)) / len(results),
+                              "false_positive": sum(s and not t for s, t in zip(said, truth)),
+                              "false_negative": sum(t and not s for s, t in zip(said, truth))}
+            errors = [code_errors(r) for r in results]
+            row["code_errors"] = sum(e[0] for e in errors)
+            row["code_errors_repaired"] = sum(e[1] for e in errors)
+        groups: dict[str, dict[str, list]] = {"template": defaultdict(list), "phrasing": defaultdict(list)}
         for r, gold in zip(results, golds):
-            cell = templates[by_qid[r.qid]["template"]]
-            cell["n"] += 1
-            cell["em"] += exact_match(r.answer, gold)
-            cell["rouge_l"] += rouge_l(r.answer, gold)
-        row["by_template"] = {t: {"n": c["n"], "em": c["em"] / c["n"], "rouge_l": c["rouge_l"] / c["n"]} for t, c in sorted(templates.items())}
+            groups["template"][by_qid[r.qid]["template"]].append((r.answer, gold))
+            groups["phrasing"][phrasing(by_qid[r.qid], domain)].append((r.answer, gold))
+        row["by_template"] = {t: _scores(pairs) for t, pairs in sorted(groups["template"].items())}
+        row["by_phrasing"] = {p: _scores(pairs) for p, pairs in sorted(groups["phrasing"].items())}
         row["examples"] = [{"qid": r.qid, "question": r.question, "answer": r.answer[:200], "gold": by_qid[r.qid]["answer"][:200],
                             "failure": r.failure} for r in results[:3]]
         report[domain] = row
-        console.print(f"[dim]{domain}: {len(results)} held-out questions in {wall:.0f} s[/dim]")
+        console.print(f"[dim]{method} {domain}: {len(results)} held-out questions in {wall:.0f} s[/dim]")
     return report
 
 
@@ -193,6 +209,28 @@ def grbench(args, console: Console, backend_for) -> dict:
     return report
 
 
+def held_out_table(rows: dict, part: str, seed: int) -> Table:
+    glm = part == "held_out"
+    loop = "GLM agents" if glm else "Graph-CoT's single-agent loop"
+    table = Table(title=f"glmcot-mini in {loop} on held-out seed {seed}: {LABEL}")
+    columns = ["domain", "n", "EM", "ROUGE-L", "ceiling EM", "EM seen wording", "EM held-out wording"]
+    columns += ["C acc", "C FP", "C FN", "code err", "repaired"] if glm else ["failures"]
+    for column in columns + ["tok/q", "calls/q", "latency s"]:
+        table.add_column(column, justify="right")
+    for domain, row in rows.items():
+        phrasings = row.get("by_phrasing", {})
+        cells = [domain, str(row["questions"]), f"{row['em']:.2f}", f"{row['rouge_l']:.2f}", f"{row.get('ceiling_em', float('nan')):.2f}"]
+        cells += [f"{phrasings[p]['em']:.2f} ({phrasings[p]['n']})" if p in phrasings else "-" for p in ("seen", "held-out")]
+        if glm:
+            cells += [f"{row['c_agent']['accuracy']:.2f}", str(row["c_agent"]["false_positive"]), str(row["c_agent"]["false_negative"]),
+                      str(row["code_errors"]), str(row["code_errors_repaired"])]
+        else:
+            cells.append(", ".join(f"{k} {v}" for k, v in sorted((row.get("failures") or {}).items()) if v) or "-")
+        cells += [f"{row['tokens_per_question']:.0f}", f"{row['llm_calls_per_question']:.1f}", f"{row['latency_mean_s']:.1f}"]
+        table.add_row(*cells)
+    return table
+
+
 def main(argv: list[str] | None = None) -> None:
     stay_offline()
     parser = argparse.ArgumentParser(prog="python -m glmcot.benchmarks.mini", description=__doc__.split("\n\n")[0])
@@ -204,7 +242,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--grbench", type=Path, default=Path("data/grbench"), help="Folder of GRBench *.jsonl question files.")
     parser.add_argument("--grbench-per-template", type=int, default=1, help="Real GRBench questions per template (0: skip).")
     parser.add_argument("--data-dir", type=Path, default=Path("runs/mini/heldout"), help="Where held-out graphs are synthesised.")
+    parser.add_argument("--methods", default="glm,graphcot",
+                        help="Agent loops the model drives on held-out graphs: glm and/or graphcot (Graph-CoT's single agent).")
     parser.add_argument("--max-rounds", type=int, default=3, help="R/A rounds per question.")
+    parser.add_argument("--graphcot-max-steps", type=int, default=10, help="Graph-CoT steps per question (the original's 10).")
     parser.add_argument("--max-tokens", type=int, default=160, help="Token cap per R/A reply.")
     parser.add_argument("--concurrency", type=int, default=2, help="Questions in flight.")
     parser.add_argument("--threads", type=int, default=2, help="Engine CPU threads.")
@@ -213,6 +254,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/mini/benchmark.json"), help="JSON report.")
     args = parser.parse_args(argv)
     args.domains = [d.strip() for d in args.domains.split(",") if d.strip()]
+    args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = sorted(set(args.methods) - {"glm", "graphcot"})
+    if unknown or not args.methods:
+        parser.error(f"--methods takes glm and/or graphcot, not {', '.join(unknown) or 'nothing'}")
     console = Console(width=160)
     from glmcot.mini.backend import mini_backend
     from glmcot.mini.checkpoint import resolve
@@ -227,20 +272,17 @@ def main(argv: list[str] | None = None) -> None:
         report = {"label": LABEL, "model": str(folder), "training": {k: training.get(k) for k in
                   ("command", "parameters", "steps", "tokens_seen", "train_wall_s", "final_eval_loss", "code_version")},
                   "seed": args.seed, "meaning": "in-distribution skill on GRBench's templates, not general reasoning"}
-        report["held_out"] = held_out(args, console, lambda: backend)
+        if "glm" in args.methods:
+            report["held_out"] = held_out(args, console, lambda: backend)
+        if "graphcot" in args.methods:
+            report["graphcot"] = held_out(args, console, lambda: backend, method="graphcot")
         if args.grbench_per_template:
             report["grbench"] = grbench(args, console, lambda: backend)
     finally:
         backend.close()
-    table = Table(title=f"glmcot-mini on held-out seed {args.seed}: {LABEL}")
-    for column in ("domain", "n", "EM", "ROUGE-L", "ceiling EM", "C acc", "C FP", "C FN", "code err", "repaired", "tok/q", "calls/q", "latency s"):
-        table.add_column(column, justify="right")
-    for domain, row in report["held_out"].items():
-        table.add_row(domain, str(row["questions"]), f"{row['em']:.2f}", f"{row['rouge_l']:.2f}", f"{row.get('ceiling_em', float('nan')):.2f}",
-                      f"{row['c_agent']['accuracy']:.2f}", str(row["c_agent"]["false_positive"]), str(row["c_agent"]["false_negative"]),
-                      str(row["code_errors"]), str(row["code_errors_repaired"]), f"{row['tokens_per_question']:.0f}",
-                      f"{row['llm_calls_per_question']:.1f}", f"{row['latency_mean_s']:.1f}")
-    console.print(table)
+    for method in ("held_out", "graphcot"):
+        if report.get(method):
+            console.print(held_out_table(report[method], method, args.seed))
     if report.get("grbench"):
         grb = Table(title="Real GRBench wordings: C label vs template determinism; first snippet's plan shape")
         for column in ("domain", "n", "label ok", "snippet", "shape ok", "RetrieveNode from question"):

@@ -102,6 +102,7 @@ def register(app: typer.Typer) -> None:
         concurrency: Optional[int] = typer.Option(None, help="Questions in flight per method [env GLMCOT_CONCURRENCY; default 4]."),
         ablation: bool = typer.Option(True, "--ablation/--no-ablation", help="Also run the ablation (Figure 15 bars)."),
         quick: bool = typer.Option(False, "--quick", help="Smallest run: 2 questions per domain, a short ablation."),
+        mini: str = typer.Option("auto", "--mini", help="glmcot-mini (trained on synthetic data) then answers one question per domain with real decoding: auto (when its default folder is built), off, glmcot-mini, or a checkpoint folder."),
         as_json: bool = typer.Option(False, "--json", help="Print the results as JSON instead of tables."),
         config_file: Optional[Path] = typer.Option(None, "--config", help=_CONFIG_HELP),
     ) -> None:
@@ -121,7 +122,7 @@ def register(app: typer.Typer) -> None:
 
             result = run_demo(DemoOptions(out=out, questions_per_domain=2 if quick else questions,
                                           domains=chosen, model=model, ablation=ablation, quick=quick,
-                                          quiet=as_json), config)
+                                          quiet=as_json, mini=mini), config)
             if as_json:
                 _print_json(result)
 

@@ -33,6 +33,8 @@ class DemoOptions:
     quiet: bool = False
     scale: str = DEMO_SCALE
     seed: int = DEMO_SEED
+    mini: str = "auto"           # glmcot-mini answering a few questions: auto (when built), off, or a checkpoint
+    mini_questions: int = 1      # per domain
 
 
 # ---- data ----------------------------------------------------------------------------------------
@@ -50,6 +52,9 @@ def run_demo(options: DemoOptions, config: EvalConfig) -> dict[str, Any]:
     console.print(Panel(f"[bold]{SCRIPTED_NOTICE}[/]\nModel: {options.model} (random weights) on the native "
                         f"engine, {device}. Graphs: synthetic, GRBench schema, scale {options.scale}.",
                         title="glmcot demo", border_style="yellow"))
+    from glmcot.eval.mini_demo import LABEL as MINI_LABEL, as_json as mini_json, choose_checkpoint, run_mini
+
+    mini_checkpoint, mini_absent = choose_checkpoint(options.mini)  # a missing explicit checkpoint fails here, not at the end
     started = time.perf_counter()
     prices = Prices(config.price_input, config.price_cached_input, config.price_output)
     datasets: dict[str, Path] = {}
@@ -95,6 +100,11 @@ def run_demo(options: DemoOptions, config: EvalConfig) -> dict[str, Any]:
                                      quiet=options.quiet, prices=prices, kv_cache_tokens=ablation_kv_tokens)
         ablation_setup = ablation_subtitle(options.model, "shared-vertices", ablation_domains,
                                            ablation_questions_per_domain, 1, ablation_kv_tokens)
+    mini_answers = []
+    if mini_checkpoint is not None:
+        with make_progress(options.quiet) as bar:
+            bar.add_task(f"{MINI_LABEL}: real decoding on {len(options.domains)} domains", total=None)
+            mini_answers = run_mini(mini_checkpoint, datasets, selected, options.mini_questions)
     wall = time.perf_counter() - started
     result = {
         "format": "glmcot.demo/1",
@@ -114,6 +124,8 @@ def run_demo(options: DemoOptions, config: EvalConfig) -> dict[str, Any]:
         "ratios": ratios(rows),
         "ablation": ablation_rows,
         "ablation_setup": ablation_setup,
+        "mini": {"label": MINI_LABEL, "policy": "real greedy decoding (not scripted)", "model": str(mini_checkpoint) if mini_checkpoint else None,
+                 "absent": mini_absent or None, "answers": mini_json(mini_answers)},
         "wall_s": wall,
     }
     options.out.mkdir(parents=True, exist_ok=True)
@@ -135,6 +147,13 @@ def run_demo(options: DemoOptions, config: EvalConfig) -> dict[str, Any]:
                           f"(GLM vs {METHOD_LABELS.get(item.get('baseline'), item.get('baseline'))})",
                           highlight=False)
         console.print(f"[dim]{PAPER_HEADLINE}[/]")
+        if mini_answers:
+            from glmcot.eval.mini_demo import mini_rich
+
+            console.print(mini_rich(mini_answers, title=f"A model deciding: {MINI_LABEL} (real decoding, not the scripted "
+                                                        f"policy; graphs never trained on)"))
+        else:
+            console.print(f"[dim]{MINI_LABEL}: {mini_absent}[/]")
         console.print(f"wrote {options.out / 'report.md'}, {options.out / 'results.json'}, "
                       + ", ".join(figures.values()) + f" in {wall:.0f} s")
     return result
@@ -183,6 +202,17 @@ def render_report(result: dict[str, Any]) -> str:
         "![latency split](fig11_latency_split.png)",
         "",
     ]
+    mini = result.get("mini") or {}
+    if mini.get("answers"):
+        from glmcot.eval.mini_demo import MiniAnswer, mini_markdown
+
+        lines += [f"## A model deciding: {mini['label']} (real decoding)", "",
+                  f"Model: `{mini['model']}`. Unlike the tables above, these answers come from a model's own greedy "
+                  "decoding through the GLM agents, not from the scripted policy. It was trained on the scripted "
+                  "policy's calls over synthetic graphs of other seeds: in-distribution skill on GRBench's templates, "
+                  "not general reasoning.", "", mini_markdown([MiniAnswer(**a) for a in mini["answers"]]), ""]
+    elif mini.get("absent"):
+        lines += [f"## {mini['label']}", "", f"Not shown: {mini['absent']}.", ""]
     if result.get("ablation"):
         lines += ["## Ablation (measured; paper Fig. 15: pipelining -47.8 % latency, vertex reuse +41.6 % "
                   "throughput and +17.7 % hit rate, priority eviction +14.3 % throughput)", "",

@@ -54,7 +54,7 @@ class TrainConfig:
 PRESETS: dict[str, TrainConfig] = {
     # Tests: seconds on a CPU.
     "tiny": TrainConfig(ModelShape(64, 128, 2, 2, 1, 32, 512, 1024), DataConfig(domains=("dblp",), train_seeds=(1,), eval_seeds=(1001,),
-                        questions_per_template=1), max_length=384, batch_tokens=2048, learning_rate=5e-3, warmup_steps=2,
+                        questions_per_template=1, graphcot_seeds=(1,)), max_length=384, batch_tokens=2048, learning_rate=5e-3, warmup_steps=2,
                         max_steps=6, epochs=1, log_every=1, eval_every=0),
     # The 2-core CPU: 6,000 steps, about 40 minutes on an idle machine (capped at 50).
     "cpu": TrainConfig(ModelShape(160, 448, 4, 4, 2, 40, 3072, 2048), DataConfig(train_seeds=tuple(range(1, 13)), eval_seeds=(1001,),
