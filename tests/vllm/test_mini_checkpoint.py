@@ -18,9 +18,9 @@ NEW_TOKENS = 24
 
 @pytest.fixture(scope="module")
 def mini(tmp_path_factory) -> Path:
-    """The tiny preset trained for a few more steps than the unit tests, so greedy choices are not ties."""
+    """The tiny preset (one pass over its data)."""
     root = tmp_path_factory.mktemp("mini")
-    code, output = glmcot_cli(["train-mini", "--preset", "tiny", "--max-steps", "30", "--out", str(root / "ckpt"),
+    code, output = glmcot_cli(["train-mini", "--preset", "tiny", "--out", str(root / "ckpt"),
                                "--work-dir", str(root / "work")], {})
     assert code == 0, output
     return root
@@ -68,7 +68,7 @@ def test_vllm_serve_loads_the_checkpoint_and_decodes_like_transformers(mini, tmp
 
     checkpoint = mini / "ckpt"
     record = json.loads((checkpoint / "training.json").read_text())
-    assert record["steps"] == 30 and "trained on synthetic data" in record["label"]
+    assert record["steps"] >= 1 and "trained on synthetic data" in record["label"]
     prompts = held_out_prompts(mini)
     expected = transformers_greedy(checkpoint, prompts)
     eos = json.loads((checkpoint / "config.json").read_text())["eos_token_id"]
