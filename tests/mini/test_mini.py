@@ -2,6 +2,7 @@
 checkpoint (native engine == transformers, greedy), and the GLM loop on real decoding."""
 
 import json
+import re
 
 import pytest
 
@@ -15,6 +16,7 @@ def test_examples_cover_the_agents_and_the_repair_turn(built):
     assert {e.agent for e in train} == {"classify", "reason", "act", "graphcot-thought", "graphcot-action"}
     assert {e.agent for e in held} == {"classify", "reason", "act"}  # Graph-CoT calls: training seeds only
     assert record["data"]["train_graphcot_examples"] == sum(e.agent.startswith("graphcot") for e in train) > 0
+    assert record["data"]["train_copy_drills"] == sum(e.qid.endswith("~copy") for e in train) > 0
     assert {e.seed for e in train} == {1} and {e.seed for e in held} == {1001}
     assert record["data"]["train_seeds"] == [1] and record["data"]["eval_seeds"] == [1001]
     # Shared prompts are compacted to a tag; the question is still there.
@@ -58,6 +60,27 @@ def test_examples_round_trip_and_seeds_must_be_disjoint(tmp_path):
         read_examples(tmp_path / "bad.jsonl")
     with pytest.raises(ValueError, match="held out"):
         split_seeds(DataConfig(train_seeds=(1, 2), eval_seeds=(2,)))
+
+
+def test_copy_drills_replace_the_copied_argument_in_prompt_and_reply_alike():
+    from glmcot.mini.data import copy_drills
+
+    act = Example("dblp", 1, "q1", "dblp/0", "act", 0, 0, ["<<glmcot-mini act>>\n", 'Needed: who wrote "Deep Nets"?\n'],
+                  '<code>\nnode = RetrieveNode("Deep Nets")\nprint(node)\n</code>')
+    action = Example("dblp", 1, "q1", "dblp/0", "graphcot-action", 0, 0, ["<<glmcot-mini graphcot-action>>\n",
+                     'Question: who wrote "Deep Nets"?\nAction 1:'], "RetrieveNode[Deep Nets]")
+    classify = Example("dblp", 1, "q2", "dblp/1", "classify", 0, 0, ["<<glmcot-mini classify>>\n",
+                       "Question: Where does Ada Lovelace work on Graph Mining?\n"], "<label>deterministic</label>")
+    invented = Example("dblp", 1, "q3", "dblp/0", "act", 0, 0, ["Needed: x\n"], '<code>\nRetrieveNode("Not In Prompt")\n</code>')
+    examples = [act, action, classify, invented]
+    drills = copy_drills(examples, 1.0)
+    assert [d.agent for d in drills] == ["act", "graphcot-action"]  # nothing to copy in the last one
+    for drill in drills:
+        assert "Deep Nets" not in drill.prompt + drill.reply and drill.qid == "q1~copy"
+        argument = re.search(r'RetrieveNode(?:\("([^"]+)"\)|\[([^\]]+)\])', drill.reply)
+        copied = argument.group(1) or argument.group(2)
+        assert copied in drill.prompt and all(word.lower() in classify.prompt.lower() or word.isdigit() for word in copied.split())
+    assert copy_drills(examples, 1.0) == drills and copy_drills(examples, 0.0) == []
 
 
 def test_broken_snippets_differ_from_the_gold_one():

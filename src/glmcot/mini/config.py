@@ -54,15 +54,15 @@ class TrainConfig:
 PRESETS: dict[str, TrainConfig] = {
     # Tests: seconds on a CPU.
     "tiny": TrainConfig(ModelShape(64, 128, 2, 2, 1, 32, 512, 1024), DataConfig(domains=("dblp",), train_seeds=(1,), eval_seeds=(1001,),
-                        questions_per_template=1, graphcot_seeds=(1,)), max_length=384, batch_tokens=2048, learning_rate=5e-3, warmup_steps=2,
+                        questions_per_template=1, graphcot_seeds=(1,), copy_drills=0.5), max_length=384, batch_tokens=2048, learning_rate=5e-3, warmup_steps=2,
                         max_steps=6, epochs=1, log_every=1, eval_every=0),
     # The 2-core CPU: 6,000 steps, about 40 minutes on an idle machine (capped at 50).
     "cpu": TrainConfig(ModelShape(160, 448, 4, 4, 2, 40, 3072, 2048), DataConfig(train_seeds=tuple(range(1, 13)), eval_seeds=(1001,),
-                       questions_per_template=4, graphcot_seeds=(1, 2, 3, 4), processes=2), max_length=640, batch_tokens=4096,
+                       questions_per_template=4, graphcot_seeds=(1, 2, 3, 4), copy_drills=1.0, processes=2), max_length=640, batch_tokens=4096,
                        learning_rate=3e-3, warmup_steps=100, max_steps=6000, max_minutes=50.0, epochs=20, eval_every=250),
     # A GPU when one is lent: the same script, a larger model, more data.
     "gpu": TrainConfig(ModelShape(512, 1536, 8, 8, 4, 64, 8192, 4096), DataConfig(train_seeds=tuple(range(1, 41)), eval_seeds=(1001, 1002),
-                       questions_per_template=6, workers=2, processes=14, graphcot_seeds=tuple(range(1, 21))), max_length=1024, batch_tokens=32768, learning_rate=1e-3,
+                       questions_per_template=6, workers=2, processes=14, graphcot_seeds=tuple(range(1, 21)), copy_drills=1.0), max_length=1024, batch_tokens=32768, learning_rate=1e-3,
                        warmup_steps=100, max_steps=6000, max_minutes=45.0, epochs=30, device="cuda"),
 }
 

@@ -61,6 +61,10 @@ class DataConfig:
     # Training seeds whose questions also go through Graph-CoT's single-agent loop, so the same
     # model can be compared in both loops.
     graphcot_seeds: tuple[int, ...] = ()
+    # Copy drills: for this share of the act calls whose RetrieveNode argument is copied from the
+    # prompt, one more example with that argument replaced, in prompt and reply alike, by a random
+    # run of words. A small model otherwise learns to write title-like text instead of copying.
+    copy_drills: float = 0.0
 
 
 @dataclass
@@ -219,11 +223,50 @@ def collect(config: DataConfig, work_dir: str | Path, progress: Callable[[str], 
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
-    out.counts = {"train_examples": len(out.train), "eval_examples": len(out.eval),
+    drills = copy_drills(out.train, config.copy_drills)
+    out.train.extend(drills)
+    out.counts = {"train_examples": len(out.train), "eval_examples": len(out.eval), "train_copy_drills": len(drills),
                   "train_repair_examples": sum(e.repair for e in out.train),
                   "train_graphcot_examples": sum(e.agent.startswith("graphcot") for e in out.train),
                   "eval_questions": sum(len(v) for v in out.eval_questions.values())}
     return out
+
+
+_RETRIEVE = re.compile(r'RetrieveNode\("([^"\n]+)"\)|RetrieveNode\[([^\]\n]+)\]')
+
+
+def copy_drills(examples: list[Example], share: float) -> list[Example]:
+    """Variants of act calls (GLM and Graph-CoT) with each RetrieveNode argument that the prompt
+    holds verbatim replaced by random words from the examples' questions. Seeded by the example, so
+    the same data gives the same drills."""
+    if share <= 0:
+        return []
+    words = sorted({word for e in examples if e.agent == "classify" for word in re.findall(r"[A-Za-z][A-Za-z'-]+", e.prompt)})
+    if not words:
+        return []
+    import random
+
+    drills = []
+    for example in examples:
+        if example.agent not in ("act", "graphcot-action") or example.repair:
+            continue
+        arguments = {a or b for a, b in _RETRIEVE.findall(example.reply)}
+        arguments = {a for a in arguments if len(a) >= 3 and a in example.prompt}
+        key = f"{example.domain}/{example.seed}/{example.qid}/{example.agent}/{example.step}/{example.attempt}"
+        rng = random.Random(zlib.crc32(key.encode()))
+        if not arguments or rng.random() >= share:
+            continue
+        segments, reply = list(example.segments), example.reply
+        for argument in sorted(arguments, key=len, reverse=True):
+            made = " ".join(rng.choice(words).capitalize() if rng.random() < 0.5 else rng.choice(words)
+                            for _ in range(rng.randint(1, 7)))
+            if rng.random() < 0.2:
+                made += f" {rng.randint(2, 999)}"
+            segments = [segment.replace(argument, made) for segment in segments]
+            reply = reply.replace(argument, made)
+        drills.append(Example(example.domain, example.seed, example.qid + "~copy", example.template, example.agent, example.step,
+                              example.attempt, segments, reply))
+    return drills
 
 
 def write_examples(examples: Iterable[Example], path: str | Path) -> int:

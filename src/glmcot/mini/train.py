@@ -218,9 +218,14 @@ def plot_loss(result: TrainResult, path: str | Path, title: str = "glmcot-mini t
     import matplotlib.pyplot as plt
 
     figure, axis = plt.subplots(figsize=(6, 3.6))
-    axis.plot([e["step"] for e in result.log], [e["loss"] for e in result.log], label="train (reply tokens)")
+    steps, losses = [e["step"] for e in result.log], [e["loss"] for e in result.log]
+    axis.plot(steps, losses, color="tab:blue", alpha=0.25, linewidth=0.8, label="train, one batch (reply tokens)")
+    window = 25  # batches group examples of similar length, so single losses swing by agent type
+    if len(losses) > window:
+        smooth = [sum(losses[i - window:i]) / window for i in range(window, len(losses) + 1)]
+        axis.plot(steps[window - 1:], smooth, color="tab:blue", label=f"train, mean of {window} logged batches")
     if result.eval_log:
-        axis.plot([e["step"] for e in result.eval_log], [e["eval_loss"] for e in result.eval_log], "o-", label="held-out seeds")
+        axis.plot([e["step"] for e in result.eval_log], [e["eval_loss"] for e in result.eval_log], "o-", color="tab:orange", label="held-out seeds")
     axis.set_xlabel("step")
     axis.set_ylabel("cross-entropy")
     axis.set_yscale("log")
