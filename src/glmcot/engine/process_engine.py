@@ -309,8 +309,13 @@ def run_engine_process(config: EngineConfig, connection: Connection, parent_pid:
                        setup: Callable[[], None] | None = None) -> None:
     """The child's entry point: load the engine, report ready, then serve commands until told to
     stop or the parent is gone."""
-    # Ctrl-C in a terminal reaches the whole process group; the parent stops us in order instead.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A process group of its own: Ctrl-C in a terminal, or a SIGTERM to the server's group (as
+    # benchmarks and supervisors send), reaches the parent alone, which drains its requests and
+    # then stops this process in order; if the parent dies instead, this process sees it and leaves.
+    try:
+        os.setsid()
+    except OSError:   # already a group leader
+        pass
     logging.basicConfig(level=logging.WARNING, format="glmcot engine process: %(levelname)s %(name)s: %(message)s")
     try:
         from glmcot.engine.core.llm_engine import LLMEngine
