@@ -18,6 +18,7 @@ bounded wait; the child exits when its parent is gone (pipe closed or parent pid
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import multiprocessing
@@ -204,12 +205,15 @@ class ProcessEngine(EngineClient):
     def _stop_process(self) -> None:
         process = self._process
         process.join(STOP_WAIT_S if self._stopping else 0)
-        for action in (process.terminate, process.kill):
+        for number in (signal.SIGTERM, signal.SIGKILL):
             if not process.is_alive():
                 return
-            log.warning("the engine process (pid %s) did not stop; sending %s", self.pid,
-                        "SIGTERM" if action == process.terminate else "SIGKILL")
-            action()
+            log.warning("the engine process (pid %s) did not stop; sending %s", self.pid, number.name)
+            try:   # its whole group: a kernel build's compiler processes stop with it
+                os.killpg(self.pid, number)
+            except OSError:   # not yet its own group's leader
+                with contextlib.suppress(OSError):
+                    os.kill(self.pid, number)
             process.join(SIGNAL_WAIT_S)
         if process.is_alive():
             log.error("the engine process (pid %s) is still alive after SIGKILL", self.pid)
@@ -232,7 +236,7 @@ class ProcessEngine(EngineClient):
                         self._dispatch(connection.recv())
                     break
                 self._dispatch(connection.recv())
-        except (EOFError, OSError):
+        except (EOFError, OSError, ValueError):   # the child's end closed, or ours by shutdown
             pass
         except Exception:   # a bug here must still fail the futures rather than strand them
             log.exception("reading from the engine process failed")
