@@ -3,6 +3,7 @@ endpoints; a dead engine process shows in /health and in every later answer."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -67,7 +68,16 @@ def test_completions_plain_and_streamed_agree_with_the_threaded_engine(server, e
 def test_a_dead_engine_process_shows_in_health_and_answers():
     with process_server() as server:
         engine = server.app.state.serve.runtime.engine
-        os.kill(engine.pid, signal.SIGKILL)
+        body = {"model": MODEL, "prompt": PROMPT, "max_tokens": 3000, "ignore_eos": True, "stream": True}
+        with httpx.stream("POST", server.url + "/v1/completions", headers=headers(), json=body, timeout=60) as stream:
+            lines = stream.iter_lines()
+            first = next(line for line in lines if line.startswith("data: "))
+            assert "text_completion" in first
+            os.kill(engine.pid, signal.SIGKILL)   # mid-stream
+            rest = [line for line in lines if line.startswith("data: ")]
+        assert rest[-1] == "data: [DONE]"
+        error = json.loads(rest[-2][len("data: "):])["error"]
+        assert error["code"] == "engine_unavailable" and "SIGKILL" in error["message"]
         deadline = time.monotonic() + 60
         while (health := httpx.get(server.url + "/health", timeout=60)).status_code == 200:
             assert time.monotonic() < deadline, "the server did not notice its engine died"
