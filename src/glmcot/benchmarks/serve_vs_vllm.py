@@ -276,9 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--glmcot-src", default=str(Path(__file__).resolve().parents[2]),
                         help="glmcot sources for the server (PYTHONPATH); default: these")
     parser.add_argument("--glmcot-args", default="", help="more `glmcot serve` arguments, one string")
-    parser.add_argument("--glmcot-modes", default="thread,process", type=parse_modes,
-                        help="comma-separated engine modes, one glmcot server each: thread "
-                        "(--engine-thread), process (--engine-process)")
+    parser.add_argument("--glmcot-modes", default=["process"], type=parse_modes,
+                        help="comma-separated engine modes, one glmcot server each: process "
+                        "(--engine-process, glmcot serve's default), thread (--engine-thread)")
     parser.add_argument("--ready-timeout", type=float, default=1200.0)
     parser.add_argument("--bench-timeout", type=float, default=1200.0)
     parser.add_argument("--out", default="runs/bench/serve_vs_vllm.json")

@@ -83,7 +83,8 @@ def serve(
     engine_process: Annotated[bool, typer.Option(
         "--engine-process/--engine-thread", envvar="GLMCOT_ENGINE_PROCESS", show_envvar=True,
         help="Run the native engine's step loop in its own process (the HTTP side never waits "
-        "for it), or on a thread of the server's process.")] = False,
+        "for it; the default, measured in docs/benchmarks.md), or on a thread of the server's "
+        "process.")] = True,
     engine_option: Annotated[list[str], typer.Option(
         help="Extra EngineConfig field as KEY=JSON_VALUE (e.g. dtype=\"float32\"). "
         "Repeatable.")] = [],
