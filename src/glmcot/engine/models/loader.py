@@ -49,14 +49,11 @@ def load_model_description(spec: str, tokenizer_dir: str | None = None) -> tuple
 
 def load_model(spec: str, dtype: str, device: str, max_positions: int, seed: int = 0,
                tokenizer_dir: str | None = None) -> LoadedModel:
+    files = [] if spec.startswith("random:") else sorted(Path(spec).glob("*.safetensors"))
+    if not files and (Path(spec) / "config.json").is_file():   # missing weights are named before a bad config
+        raise FileNotFoundError(f"{spec} has no *.safetensors weights")
     config, tokenizer, hf = load_model_description(spec, tokenizer_dir)
-    if spec.startswith("random:"):
-        weights: Iterable = random_weights(hf, seed)
-    else:
-        files = sorted(Path(spec).glob("*.safetensors"))
-        if not files:
-            raise FileNotFoundError(f"{spec} has no *.safetensors weights")
-        weights = _safetensors(files)
+    weights: Iterable = _safetensors(files) if files else random_weights(hf, seed)
     positions = min(max_positions, config.max_position_embeddings)
     with torch.device("meta"):
         model = DecoderModel(config, positions)
