@@ -116,3 +116,36 @@ def test_real_engine_refusing_a_long_prompt_is_an_llm_error():
         assert backend.complete(LLMRequest([Segment("word", 4)], max_tokens=2)).prompt_tokens >= 1
     finally:
         backend.close()
+
+
+def test_a_dead_engine_process_is_an_llm_error_naming_its_exit():
+    """The agents' view of `glmcot serve --engine-process` losing its engine: a backend_error
+    with the reason, for the request in flight and every later one."""
+    import os
+    import signal
+    import threading
+
+    pytest.importorskip("glmcot.engine.process_engine")
+    from glmcot.engine import EngineConfig, ProcessEngine
+
+    engine = ProcessEngine(EngineConfig(model="random:qwen3:tiny", num_threads=1), start_timeout_s=600)
+    try:
+        backend = NativeBackend(engine)
+        started, failures = threading.Event(), []
+
+        def ask() -> None:
+            try:
+                backend.complete(LLMRequest([Segment("word", 4)], max_tokens=4000, on_delta=lambda _: started.set()))
+            except LLMError as error:
+                failures.append(str(error))
+
+        asking = threading.Thread(target=ask)
+        asking.start()
+        assert started.wait(120)
+        os.kill(engine.pid, signal.SIGKILL)
+        asking.join(120)
+        assert len(failures) == 1 and "EngineClosedError" in failures[0] and "SIGKILL" in failures[0]
+        with pytest.raises(LLMError, match="refused the request: EngineClosedError: .*SIGKILL"):
+            backend.complete(LLMRequest([Segment("word", 4)], max_tokens=2))
+    finally:
+        engine.shutdown()

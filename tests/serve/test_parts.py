@@ -152,6 +152,31 @@ def test_serve_command_help_and_errors(tmp_path):
     assert result.exit_code != 0 and "no such graph directory" in flat(result.output)
 
 
+def test_engine_mode_comes_from_the_flag_or_the_environment(monkeypatch):
+    import uvicorn
+
+    import glmcot.engine.kernels as kernels
+    import glmcot.serve.app as app_module
+
+    monkeypatch.delenv("GLMCOT_ENGINE_PROCESS", raising=False)
+    seen = []
+    monkeypatch.setattr(app_module, "create_app", lambda config, runtime=None: seen.append(config) or object())
+    monkeypatch.setattr(uvicorn.Server, "__init__", lambda self, config: None)
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self: None)
+    monkeypatch.setattr(kernels, "cpu_kernels", lambda: None)
+    monkeypatch.setattr("glmcot.serve.server.uvicorn_config", lambda app, config, level: None)
+    runner = CliRunner()
+    for args, env, expected in ((["--engine-process"], {}, True), (["--engine-thread"], {}, False),
+                                ([], {"GLMCOT_ENGINE_PROCESS": "1"}, True),
+                                ([], {"GLMCOT_ENGINE_PROCESS": "0"}, False),
+                                (["--engine-thread"], {"GLMCOT_ENGINE_PROCESS": "1"}, False)):
+        result = runner.invoke(cli, ["serve", "--model", "random:qwen3:tiny", *args], env=env)
+        assert result.exit_code == 0, result.output
+        assert seen.pop().engine_process is expected, (args, env)
+    assert runner.invoke(cli, ["serve", "--model", "random:qwen3:tiny"]).exit_code == 0
+    assert seen.pop().engine_process is ServeConfig().engine_process   # the CLI's default is the config's
+
+
 def test_tokens_posted_from_the_engine_thread_arrive_in_order_with_one_wake_up_per_batch():
     import asyncio
     import threading

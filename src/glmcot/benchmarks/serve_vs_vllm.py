@@ -1,24 +1,26 @@
 """`glmcot serve` against `vllm serve` on the same checkpoint, driven by vLLM's own client.
 
-Both servers are started on one tiny local Qwen3 checkpoint (built here, no download: see
+The servers are started on one tiny local Qwen3 checkpoint (built here, no download: see
 tiny_checkpoint.py; or --model DIR), each from its own environment: glmcot from this one (its
-sources on PYTHONPATH), vLLM from vLLM's (scripts/setup_vllm.sh; --vllm-venv). Once both answer
-/health, `vllm bench serve` (random dataset, fixed seeds, streamed /v1/completions with
-ignore_eos, so every request does the same work on both) runs every sweep point (request rates,
-optionally capped by --max-concurrency) against each server, the servers taking turns: within a
-round both run a point back to back, and the order flips every round, so the machine's slow
-moments fall on both alike. Round 0 is each server's first load after start and is reported
-separately as the warm-up round; the measured rounds give the median per point. A round's seed
-is the same for both servers and differs between rounds (a repeated prompt set would be served
-from the prefix cache).
+sources on PYTHONPATH), vLLM from vLLM's (scripts/setup_vllm.sh; --vllm-venv). `--glmcot-modes`
+starts one glmcot server per engine mode (`thread`: `--engine-thread`, the engine loop on a
+thread of the server's process; `process`: `--engine-process`, in its own process), so both can
+be compared with vLLM in one run. Once all answer /health, `vllm bench serve` (random dataset,
+fixed seeds, streamed /v1/completions with ignore_eos, so every request does the same work on
+each) runs every sweep point (request rates, optionally capped by --max-concurrency) against each
+server, the servers taking turns: within a round all run a point back to back, and the order
+rotates every round, so the machine's slow moments fall on all alike. Round 0 is each server's
+first load after start and is reported separately as the warm-up round; the measured rounds give
+the median per point. A round's seed is the same for all servers and differs between rounds (a
+repeated prompt set would be served from the prefix cache).
 
 Per server and point: throughput (requests/s, output tokens/s), TTFT median and p99, TPOT median;
-then glmcot/vLLM ratios in the same run (throughput: above 1 is better for glmcot; TTFT and TPOT:
-below 1 is better) and their median over the sweep. The goal (issue 20): p99 TTFT at or below
-vLLM's and throughput at or above it. Servers are stopped with SIGTERM.
+then each glmcot server's ratios to vLLM in the same run (throughput: above 1 is better for glmcot;
+TTFT and TPOT: below 1 is better) and their median over the sweep. The goal (issue 20): p99 TTFT
+at or below vLLM's and throughput at or above it. Servers are stopped with SIGTERM.
 
-    python -m glmcot.benchmarks.serve_vs_vllm --vllm-venv /work/venvs/vllm \\
-        --request-rates 8 16 32 --num-prompts 48 --rounds 2 --out runs/bench/serve_vs_vllm.json
+    python -m glmcot.benchmarks.serve_vs_vllm --vllm-venv .venv-vllm --glmcot-modes thread,process \\
+        --request-rates 8 16 32 --num-prompts 200 --rounds 2 --out runs/bench/serve_vs_vllm.json
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ from glmcot.files import write_json_atomic
 from glmcot.offline import stay_offline
 
 SERVED_NAME = "bench"
-SERVERS = ("glmcot", "vllm")
+VLLM = "vllm"
+MODES = {"thread": "--engine-thread", "process": "--engine-process"}   # glmcot serve's engine modes
 METRICS = ("request_throughput", "output_throughput", "median_ttft_ms", "p99_ttft_ms",
            "median_tpot_ms")
 # glmcot / vLLM, and which way is better for glmcot
@@ -69,9 +72,14 @@ class Measurement:
     load_average: list[float] = field(default_factory=list)
 
 
-def start_glmcot(args, model: Path, folder: Path) -> ServerProcess:
+def glmcot_name(mode: str) -> str:
+    return f"glmcot-{mode}"
+
+
+def start_glmcot(args, model: Path, folder: Path, mode: str) -> ServerProcess:
     port = free_port()
-    log = folder / "glmcot-serve.log"
+    name = glmcot_name(mode)
+    log = folder / f"{name}-serve.log"
     source = str(Path(args.glmcot_src).resolve())
     env = dict(os.environ, HF_HUB_OFFLINE="1",
                PYTHONPATH=os.pathsep.join(p for p in (source, os.environ.get("PYTHONPATH")) if p))
@@ -80,8 +88,8 @@ def start_glmcot(args, model: Path, folder: Path) -> ServerProcess:
                "--engine-option", f'dtype="{args.dtype}"',
                "--engine-option", f"max_model_len={args.max_model_len}",
                "--max-tokens-limit", str(max(4096, args.output_len)), "--log-level", "warning",
-               *shlex.split(args.glmcot_args)]
-    return spawn("glmcot", command, env, port, log)
+               MODES[mode], *shlex.split(args.glmcot_args)]
+    return spawn(name, command, env, port, log)
 
 
 def start_vllm(args, model: Path, folder: Path) -> ServerProcess:
@@ -97,7 +105,7 @@ def start_vllm(args, model: Path, folder: Path) -> ServerProcess:
                "--host", "127.0.0.1", "--port", str(port), *shlex.split(args.vllm_args)]
     if args.vllm_eager:
         command.append("--enforce-eager")
-    return spawn("vllm", command, env, port, log)
+    return spawn(VLLM, command, env, port, log)
 
 
 def bench(args, server: ServerProcess, model: Path, rate: str, seed: int, folder: Path, name: str
@@ -155,32 +163,44 @@ def goal_met(ratio: dict[str, float | None]) -> bool:
     return p99 is not None and throughput is not None and p99 <= 1.0 and throughput >= 1.0
 
 
+def glmcot_servers(runs: list[Measurement]) -> list[str]:
+    """The glmcot servers in the runs, in the order they first appear."""
+    return list(dict.fromkeys(r.server for r in runs if r.server != VLLM))
+
+
 def build_result(args, points: list[str], runs: list[Measurement], servers: list[ServerProcess]) -> dict:
+    """Per point and phase: every server's medians, and each glmcot server's ratios to vLLM
+    (`ratio[name]`) and whether it meets the goal there (`goal_met[name]`)."""
+    names = glmcot_servers(runs)
     per_point = []
     for point in points:
         entry: dict = {"point": point}
         for phase, keep in (("warmup", lambda r: r.round == 0), ("measured", lambda r: r.round > 0)):
             rows = {name: [r for r in runs if r.server == name and r.point == point and keep(r)]
-                    for name in SERVERS}
+                    for name in (*names, VLLM)}
             if all(rows.values()):
-                summary = {name: summarise(rows[name]) for name in SERVERS}
-                entry[phase] = {**summary, "ratio": ratios(summary["glmcot"], summary["vllm"])}
+                summary = {name: summarise(rows[name]) for name in rows}
+                entry[phase] = {**summary, "ratio": {name: ratios(summary[name], summary[VLLM]) for name in names}}
         if "measured" in entry:
-            entry["goal_met"] = goal_met(entry["measured"]["ratio"])
+            entry["goal_met"] = {name: goal_met(entry["measured"]["ratio"][name]) for name in names}
         per_point.append(entry)
-    measured = [p["measured"]["ratio"] for p in per_point if "measured" in p]
-    median_ratios = {metric: statistics.median(r[metric] for r in measured if r[metric] is not None)
-                     for metric in RATIOS} if measured else {}
+    median_ratios, goal_points, goal_median = {}, {}, {}
+    for name in names:
+        measured = [p["measured"]["ratio"][name] for p in per_point if "measured" in p]
+        median_ratios[name] = {metric: statistics.median(r[metric] for r in measured if r[metric] is not None)
+                               for metric in RATIOS} if measured else {}
+        goal_points[name] = sum(bool(p.get("goal_met", {}).get(name)) for p in per_point)
+        goal_median[name] = goal_met(median_ratios[name]) if median_ratios[name] else False
     return {"benchmark": "serve_vs_vllm", "argv": args.argv, "model": str(args.model_path),
             "workload": {"dataset": "random", "input_len": args.input_len,
                          "output_len": args.output_len, "num_prompts": args.num_prompts,
                          "request_rates": args.request_rates,
                          "max_concurrency": args.max_concurrency, "rounds": args.rounds,
                          "seed": args.seed, "dtype": args.dtype, "ignore_eos": True},
+            "servers": [*names, VLLM],
             "ready_s": {s.name: s.ready_s for s in servers},
             "points": per_point, "median_ratios": median_ratios,
-            "goal_met_points": sum(bool(p.get("goal_met")) for p in per_point),
-            "goal_met_median": goal_met(median_ratios) if median_ratios else False,
+            "goal_met_points": goal_points, "goal_met_median": goal_median,
             "runs": [asdict(r) for r in runs]}
 
 
@@ -189,6 +209,7 @@ def print_tables(result: dict) -> None:
     from rich.table import Table
 
     console = Console(width=132)   # the ratio rows stay readable in a log
+    names = [name for name in result["servers"] if name != VLLM]
     for phase, title in (("warmup", "round 0: each server's first load after start (warm-up)"),
                          ("measured", f"measured rounds (median of {result['workload']['rounds']})")):
         table = Table(title=title)
@@ -199,24 +220,34 @@ def print_tables(result: dict) -> None:
             if phase not in point:
                 continue
             data = point[phase]
-            for name in SERVERS:
+            for name in result["servers"]:
                 row = data[name]
                 table.add_row(point["point"], name, f"{row['request_throughput']:.2f}",
                               f"{row['output_throughput']:.0f}", f"{row['median_ttft_ms']:.1f}",
                               f"{row['p99_ttft_ms']:.1f}", f"{row['median_tpot_ms']:.2f}",
                               str(row["failed"]))
-            ratio = data["ratio"]
-            table.add_row(point["point"], "[bold]glmcot/vLLM[/bold]",
-                          *(f"{ratio[m]:.2f}x" if ratio[m] is not None else "-" for m in METRICS),
-                          ("goal met" if point.get("goal_met") else "goal not met")
-                          if phase == "measured" else "")
+            for name in names:
+                ratio = data["ratio"][name]
+                met = point.get("goal_met", {}).get(name)
+                table.add_row(point["point"], f"[bold]{name}/vLLM[/bold]",
+                              *(f"{ratio[m]:.2f}x" if ratio[m] is not None else "-" for m in METRICS),
+                              ("goal met" if met else "goal not met") if phase == "measured" else "")
         console.print(table)
-    median = result["median_ratios"]
-    console.print("median over the sweep, glmcot/vLLM: " + ", ".join(
-        f"{m} {v:.2f}x" for m, v in median.items()))
-    console.print(f"goal (p99 TTFT <= vLLM's and throughput >= vLLM's): met at "
-                  f"{result['goal_met_points']} of {len(result['points'])} points; at the median: "
-                  f"{'met' if result['goal_met_median'] else 'not met'}")
+    for name in names:
+        median = result["median_ratios"][name]
+        console.print(f"median over the sweep, {name}/vLLM: " + ", ".join(
+            f"{m} {v:.2f}x" for m, v in median.items()))
+        console.print(f"{name}: goal (p99 TTFT <= vLLM's and throughput >= vLLM's) met at "
+                      f"{result['goal_met_points'][name]} of {len(result['points'])} points; at the median: "
+                      f"{'met' if result['goal_met_median'][name] else 'not met'}")
+
+
+def parse_modes(text: str) -> list[str]:
+    modes = [mode.strip() for mode in text.split(",") if mode.strip()]
+    unknown = [mode for mode in modes if mode not in MODES]
+    if unknown or not modes or len(set(modes)) != len(modes):
+        raise argparse.ArgumentTypeError(f"expected distinct modes from {', '.join(MODES)}, got {text!r}")
+    return modes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -245,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--glmcot-src", default=str(Path(__file__).resolve().parents[2]),
                         help="glmcot sources for the server (PYTHONPATH); default: these")
     parser.add_argument("--glmcot-args", default="", help="more `glmcot serve` arguments, one string")
+    parser.add_argument("--glmcot-modes", default=["process"], type=parse_modes,
+                        help="comma-separated engine modes, one glmcot server each: process "
+                        "(--engine-process, glmcot serve's default), thread (--engine-thread)")
     parser.add_argument("--ready-timeout", type=float, default=1200.0)
     parser.add_argument("--bench-timeout", type=float, default=1200.0)
     parser.add_argument("--out", default="runs/bench/serve_vs_vllm.json")
@@ -263,21 +297,23 @@ def main(argv: list[str] | None = None) -> int:
     points = [point_label(rate, args.max_concurrency) for rate in args.request_rates]
     started_utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     load_before = [round(x, 2) for x in os.getloadavg()]
-    servers = [start_glmcot(args, model, folder), start_vllm(args, model, folder)]
+    servers = [*(start_glmcot(args, model, folder, mode) for mode in args.glmcot_modes),
+               start_vllm(args, model, folder)]
     runs: list[Measurement] = []
     try:
         wait_ready(servers, args.ready_timeout)
         print("ready: " + ", ".join(f"{s.name} {s.ready_s:.0f} s" for s in servers), flush=True)
         for round_ in range(args.rounds + 1):
-            order = servers if round_ % 2 == 0 else servers[::-1]
+            shift = round_ % len(servers)   # each server takes each place in turn
+            order = servers[shift:] + servers[:shift]
             for index, (rate, point) in enumerate(zip(args.request_rates, points)):
-                seed = args.seed + 1000 * round_ + index   # same for both servers in a round
+                seed = args.seed + 1000 * round_ + index   # same for every server in a round
                 for server in order:
                     raw = bench(args, server, model, rate, seed, folder,
                                 f"{server.name}-r{round_}-p{index}.json")
                     row = measurement(server.name, point, round_, seed, raw)
                     runs.append(row)
-                    print(f"round {round_} {point:>22} {server.name:>6}: "
+                    print(f"round {round_} {point:>22} {server.name:>14}: "
                           f"{row.request_throughput:.2f} req/s, TTFT p50 {row.median_ttft_ms:.1f} "
                           f"p99 {row.p99_ttft_ms:.1f} ms, TPOT {row.median_tpot_ms:.2f} ms, "
                           f"failed {row.failed}, load {row.load_average[0]}", flush=True)

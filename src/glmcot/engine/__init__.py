@@ -10,23 +10,29 @@ from typing import TYPE_CHECKING, Any
 __all__ = [
     "LLM",
     "AsyncEngine",
+    "ProcessEngine",
     "EngineConfig",
     "SamplingParams",
     "Segment",
     "RequestOutput",
     "RequestMetrics",
     "PromptTooLongError",
+    "EngineClosedError",
+    "RequestFailedError",
 ]
 
 _WHERE = {
     "LLM": "glmcot.engine.llm",
     "AsyncEngine": "glmcot.engine.async_engine",
+    "ProcessEngine": "glmcot.engine.process_engine",
     "EngineConfig": "glmcot.engine.config",
     "SamplingParams": "glmcot.engine.sampling_params",
     "Segment": "glmcot.contract",
     "RequestOutput": "glmcot.engine.outputs",
     "RequestMetrics": "glmcot.engine.outputs",
     "PromptTooLongError": "glmcot.engine.outputs",
+    "EngineClosedError": "glmcot.engine.outputs",
+    "RequestFailedError": "glmcot.engine.outputs",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,7 +40,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from glmcot.engine.config import EngineConfig
     from glmcot.engine.llm import LLM
     from glmcot.contract import Segment
-    from glmcot.engine.outputs import PromptTooLongError, RequestMetrics, RequestOutput
+    from glmcot.engine.outputs import EngineClosedError, PromptTooLongError, RequestFailedError, RequestMetrics, RequestOutput
+    from glmcot.engine.process_engine import ProcessEngine
     from glmcot.engine.sampling_params import SamplingParams
 
 

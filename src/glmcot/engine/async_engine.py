@@ -1,38 +1,32 @@
 """AsyncEngine: the engine loop on a background thread, for online use.
 
-`submit` is thread-safe and returns a concurrent.futures.Future[RequestOutput]. The `on_delta`
-and `on_line` callbacks run on the engine thread between steps: keep them quick (hand work to
-another thread or event loop), since every running request waits for them. A callback that
-raises is logged and then disabled for that request; the request itself continues.
+`submit` is thread-safe and returns a concurrent.futures.Future[RequestOutput] (the contract:
+glmcot.engine.client). The `on_delta` and `on_line` callbacks run on the engine thread between
+steps: keep them quick (hand work to another thread or event loop), since every running request
+waits for them. A callback that raises is logged and then disabled for that request; the request
+itself continues. ProcessEngine offers the same with the loop in a child process.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from glmcot.engine.client import EngineClient, guard_callback
 from glmcot.engine.config import EngineConfig
 from glmcot.engine.core.llm_engine import LLMEngine, Prompt
-from glmcot.engine.outputs import RequestOutput
+from glmcot.engine.outputs import EngineClosedError, RequestFailedError, RequestOutput
 from glmcot.engine.sampling_params import SamplingParams
 
 log = logging.getLogger(__name__)
-_DONE = object()
+
+__all__ = ["AsyncEngine", "EngineClosedError", "RequestFailedError"]
 
 
-class EngineClosedError(RuntimeError):
-    """The engine was shut down before the request finished."""
-
-
-class RequestFailedError(RuntimeError):
-    """This request failed in the engine (sampling, detokenisation); other requests went on."""
-
-
-class AsyncEngine:
+class AsyncEngine(EngineClient):
     def __init__(self, config: EngineConfig | None = None, hash_fn: Callable | None = None, **kwargs: Any) -> None:
         config = config or EngineConfig(**kwargs)
         self.config = config
@@ -48,6 +42,12 @@ class AsyncEngine:
     @property
     def tokenizer(self):
         return self.engine.tokenizer
+
+    @property
+    def failure(self) -> str | None:
+        if self._closed or not self._thread.is_alive():
+            return "the engine is shut down"
+        return None
 
     # ---- client side (any thread) ---------------------------------------------------------
     def submit(self, prompt: Prompt, sampling: SamplingParams | None = None, session: str | None = None,
@@ -66,7 +66,7 @@ class AsyncEngine:
                 raise ValueError(f"request id {request_id!r} is already in flight")
             self._futures[request_id] = future
             self._inbox.append(("add", request_id, prompt, tokenized, sampling or SamplingParams(), session, priority,
-                                _guard(on_delta, request_id), _guard(on_line, request_id)))
+                                guard_callback(on_delta, request_id), guard_callback(on_line, request_id)))
             self._lock.notify()
         future.request_id = request_id  # type: ignore[attr-defined]
         return future
@@ -84,27 +84,6 @@ class AsyncEngine:
             self._inbox.append(("end_session", session_id))
             self._lock.notify()
 
-    async def generate(self, prompt: Prompt, sampling: SamplingParams | None = None, **kwargs: Any) -> RequestOutput:
-        return await asyncio.wrap_future(self.submit(prompt, sampling, **kwargs))
-
-    async def stream(self, prompt: Prompt, sampling: SamplingParams | None = None, session: str | None = None,
-                     priority: int = 0, on_line: Callable[[str], None] | None = None,
-                     request_id: str | None = None) -> AsyncIterator[str]:
-        """Yield text deltas as they are decoded. Leaving the loop early aborts the request."""
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue = asyncio.Queue()
-        future = self.submit(prompt, sampling, session, priority,
-                             on_delta=lambda d: loop.call_soon_threadsafe(queue.put_nowait, d),
-                             on_line=on_line, request_id=request_id)
-        future.add_done_callback(lambda _: loop.call_soon_threadsafe(queue.put_nowait, _DONE))
-        try:
-            while (item := await queue.get()) is not _DONE:
-                yield item
-            future.result()  # re-raise an engine failure
-        finally:
-            if not future.done():
-                self.abort(future.request_id)  # type: ignore[attr-defined]
-
     def stats(self) -> dict[str, Any]:
         """A snapshot taken by the engine thread after its latest step."""
         return dict(self._stats)
@@ -114,12 +93,6 @@ class AsyncEngine:
             self._closed = True
             self._lock.notify()
         self._thread.join()
-
-    def __enter__(self) -> "AsyncEngine":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
 
     # ---- engine thread --------------------------------------------------------------------
     def _loop(self) -> None:
@@ -195,18 +168,3 @@ class AsyncEngine:
         else:
             future.set_result(out)
 
-
-def _guard(callback: Callable[[str], None] | None, request_id: str) -> Callable[[str], None] | None:
-    if callback is None:
-        return None
-    state = {"on": True}
-
-    def call(text: str) -> None:
-        if state["on"]:
-            try:
-                callback(text)
-            except Exception:
-                state["on"] = False
-                log.exception("callback of request %s raised; it is disabled for this request", request_id)
-
-    return call

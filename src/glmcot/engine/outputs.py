@@ -1,5 +1,5 @@
-"""Request records shared by the engine and its callers: RequestOutput, metrics. (Segment is the
-co-design contract's, glmcot.contract.)"""
+"""Request records shared by the engine and its callers: RequestOutput, metrics, and the errors a
+caller sees. (Segment is the co-design contract's, glmcot.contract.)"""
 
 from __future__ import annotations
 
@@ -8,6 +8,14 @@ from dataclasses import dataclass, field
 
 class PromptTooLongError(ValueError):
     """A prompt that can never be served: longer than max_model_len or the whole KV pool."""
+
+
+class EngineClosedError(RuntimeError):
+    """The engine was shut down, or its process ended, before the request finished."""
+
+
+class RequestFailedError(RuntimeError):
+    """This request failed in the engine (sampling, detokenisation); other requests went on."""
 
 
 @dataclass

@@ -12,7 +12,8 @@ from glmcot.llm.types import LLMBackend, LLMError, LLMRequest, LLMResponse
 
 
 class NativeBackend(LLMBackend):
-    """Wraps a running `glmcot.engine.AsyncEngine` (or builds one from `model`)."""
+    """Wraps a running engine, `glmcot.engine.AsyncEngine` or `ProcessEngine` (or builds an
+    AsyncEngine from `model`)."""
 
     def __init__(self, engine: Any | None = None, *, model: str | None = None, timeout_s: float = 600.0, **config: Any):
         if engine is None:

@@ -151,11 +151,17 @@ def create_app(config: ServeConfig, runtime: Runtime | None = None) -> FastAPI:
 
     @app.get("/health", response_model=Health, tags=["Server"])
     async def health() -> Any:
-        """Liveness; needs no API key. 503 while starting or shutting down."""
-        body = Health(status=state.status, policy=config.policy,
+        """Liveness; needs no API key. 503 while starting or shutting down, and once the native
+        engine has stopped serving (its process ended): `detail` says how."""
+        status, detail = state.status, None
+        engine = state.runtime.engine if state.runtime else None
+        failure = getattr(engine, "failure", None) if engine is not None else None
+        if status == "ok" and failure:
+            status, detail = "engine_failed", failure
+        body = Health(status=status, policy=config.policy,
                       graphs=state.runtime.graph_names() if state.runtime else [],
-                      model=config.model_name)
-        if state.status != "ok":
+                      model=config.model_name, detail=detail)
+        if status != "ok":
             return JSONResponse(body.model_dump(), status_code=503)
         return body
 

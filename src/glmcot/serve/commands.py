@@ -80,6 +80,11 @@ def serve(
         help="Choices (n) per prompt a request may ask for (400 past it).")] = 8,
     max_session_chars: Annotated[int, typer.Option(
         help="Length limit of a session id (400 past it).")] = 256,
+    engine_process: Annotated[bool, typer.Option(
+        "--engine-process/--engine-thread", envvar="GLMCOT_ENGINE_PROCESS", show_envvar=True,
+        help="Run the native engine's step loop in its own process (the HTTP side never waits "
+        "for it; the default, measured in docs/benchmarks.md), or on a thread of the server's "
+        "process.")] = True,
     engine_option: Annotated[list[str], typer.Option(
         help="Extra EngineConfig field as KEY=JSON_VALUE (e.g. dtype=\"float32\"). "
         "Repeatable.")] = [],
@@ -124,7 +129,7 @@ def serve(
             max_body_bytes=max_body_bytes, max_question_chars=max_question_chars,
             max_tokens_limit=max_tokens_limit, max_prompts=max_prompts, max_n=max_n,
             max_session_chars=max_session_chars,
-            engine_options=options(engine_option, "--engine-option"),
+            engine_options=options(engine_option, "--engine-option"), engine_process=engine_process,
             agent_options=options(agent_option, "--agent-option"),
             served_model_name=served_model_name, shutdown_grace_s=shutdown_grace)
     except ValueError as exc:

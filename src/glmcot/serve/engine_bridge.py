@@ -1,5 +1,6 @@
 """The server's view of the native engine: request building, chat templates, and `Generation`,
-which carries an `AsyncEngine` request's deltas from the engine thread into the event loop.
+which carries an engine request's deltas from the engine's thread (AsyncEngine's loop, or
+ProcessEngine's reader) into the event loop.
 
 Everything here that depends on the engine's exact API lives in `EngineBridge`, so the HTTP
 handlers stay independent of it.
@@ -41,12 +42,15 @@ def _count(value: Any) -> int:
 
 def result_of(future: concurrent.futures.Future) -> Finished:
     """The request's result; an engine failure becomes a clean 500 (no traceback leaves)."""
-    from glmcot.serve.errors import APIError
+    from glmcot.engine.outputs import EngineClosedError
+    from glmcot.serve.errors import APIError, engine_gone
 
     try:
         return finished(future.result(timeout=0))
     except (concurrent.futures.CancelledError, asyncio.CancelledError):
         raise APIError(499, "the request was cancelled", "cancelled", "cancelled") from None
+    except EngineClosedError as exc:
+        raise engine_gone(str(exc)) from None
     except Exception as exc:
         raise APIError(500, f"engine error: {type(exc).__name__}: {exc}", "server_error",
                        "engine_error") from None
@@ -63,7 +67,8 @@ def finished(output: Any) -> Finished:
 
 
 class EngineBridge:
-    """Builds engine requests from API bodies and submits them to an `AsyncEngine`."""
+    """Builds engine requests from API bodies and submits them to the engine (the interface of
+    glmcot.engine.client.EngineClient)."""
 
     def __init__(self, engine: Any) -> None:
         from glmcot.engine import SamplingParams, Segment

@@ -47,6 +47,13 @@ def unavailable(message: str = "server is shutting down") -> APIError:
     return APIError(503, message, "service_unavailable", "shutting_down", {"Retry-After": "5"})
 
 
+def engine_gone(reason: str) -> APIError:
+    """The native engine can serve nothing more (its process ended); no retry will help until
+    the server is restarted, so there is no Retry-After."""
+    return APIError(503, f"the engine is not running: {reason}", "service_unavailable",
+                    "engine_unavailable")
+
+
 def timeout(seconds: float) -> APIError:
     return APIError(504, f"request did not finish within the server's {seconds:g} s timeout",
                     "timeout_error", "request_timeout")

@@ -1,7 +1,7 @@
 """OpenAI-compatible `/v1/completions`, `/v1/chat/completions` and `/v1/models` over the engine.
 
-Each choice is one engine request submitted to the `AsyncEngine`; its deltas cross from the
-engine's loop thread into the event loop through a queue. A client that disconnects mid-stream
+Each choice is one engine request submitted to the engine (AsyncEngine or ProcessEngine); its
+deltas cross from the engine's thread into the event loop through a queue. A client that disconnects mid-stream
 cancels the response task, whose `finally` aborts the engine requests so their blocks are freed.
 """
 
@@ -16,6 +16,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
+from glmcot.engine.outputs import EngineClosedError
 from glmcot.serve import errors, sse
 from glmcot.serve.engine_bridge import EngineBridge, Generation, GenerationAborted
 from glmcot.serve.schemas import (MAX_STOP, ChatCompletionRequest, ChatCompletionResponse,
@@ -196,6 +197,10 @@ async def _serve(request: Request, endpoint: str, body: Any, model: str, prompts
         generation.abort()
         ticket.release()
         raise errors.APIError(400, f"{exc}", code="invalid_prompt") from None
+    except EngineClosedError as exc:   # the engine process ended
+        generation.abort()
+        ticket.release()
+        raise errors.engine_gone(str(exc)) from None
     except GenerationAborted:   # cancelled by the shutdown drain while submitting
         ticket.release()
         raise errors.unavailable() from None

@@ -265,7 +265,9 @@ class ModelList(BaseModel):
 
 
 class Health(BaseModel):
-    status: Literal["ok", "starting", "shutting_down"]
+    status: Literal["ok", "starting", "shutting_down", "engine_failed"]
     policy: str
     graphs: list[str]
     model: str
+    detail: str | None = Field(None, description="Why the status is not ok, when known (e.g. how "
+                                                 "the engine process ended).")

@@ -31,9 +31,10 @@ def build_runtime(config: ServeConfig, engine: Any = None) -> Runtime:
     system = None
     try:
         if engine is None and config.model is not None:
-            from glmcot.engine import AsyncEngine, EngineConfig
+            from glmcot.engine import AsyncEngine, EngineConfig, ProcessEngine
 
-            engine = AsyncEngine(EngineConfig(model=config.model, **config.engine_options))
+            engine_class = ProcessEngine if config.engine_process else AsyncEngine
+            engine = engine_class(EngineConfig(model=config.model, **config.engine_options))
             if config.warmup:
                 warm_up(engine)
         if config.graphs:

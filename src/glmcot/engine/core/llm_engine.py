@@ -6,12 +6,11 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from glmcot.contract import Level, Segment
 from glmcot.engine.allocator import keep_large_buffers
 from glmcot.engine.cache.policies import make_eviction_policy
 from glmcot.engine.cache.kv_cache_manager import KVCacheManager
@@ -20,15 +19,15 @@ from glmcot.engine.config import EngineConfig
 from glmcot.engine.core.chunk_reuse import ChunkReuse
 from glmcot.engine.core.detokenizer import TextStream
 from glmcot.engine.core.model_runner import ModelRunner, kv_bytes_per_token
+from glmcot.engine.core.prompts import Prompt, PromptLimits, check_fits, tokenize_prompt
 from glmcot.engine.core.request import Request, SegmentSpan
 from glmcot.engine.core.sampler import sample, token_logprob
 from glmcot.engine.core.scheduler import Scheduler
 from glmcot.engine.models.loader import DTYPES, LoadedModel, load_model
-from glmcot.engine.outputs import PromptTooLongError, RequestOutput
+from glmcot.engine.outputs import RequestOutput
 
 log = logging.getLogger(__name__)
 
-Prompt = str | Sequence[int] | Sequence[Any]  # text, token ids, or Segment-like objects
 DEFAULT_CPU_KV_BYTES = 4 << 30
 DEFAULT_MAX_MODEL_LEN = 8192
 DEFAULT_POOL_TOKENS = 32768
@@ -74,6 +73,8 @@ class LLMEngine:
             tokens = min(self._default_kv_bytes() // per_token, max(4 * limit, DEFAULT_POOL_TOKENS))
             num_blocks = max(1, tokens // bs)
         self.max_model_len = min(limit, self.model_config.max_position_embeddings, num_blocks * bs)
+        self.prompt_limits = PromptLimits(self.model_config.vocab_size, self.max_model_len,
+                                          self.model_config.max_position_embeddings, num_blocks * bs)
         policy = make_eviction_policy(config.eviction_policy, num_blocks, config.p1_cap_fraction)
         self.kv = KVCacheManager(num_blocks, bs, policy, config.enable_prefix_caching,
                                  **({"hash_fn": hash_fn} if hash_fn else {}))
@@ -102,27 +103,8 @@ class LLMEngine:
 
     # ---- requests -------------------------------------------------------------------------
     def tokenize_prompt(self, prompt: Prompt) -> tuple[list[int], list[SegmentSpan]]:
-        """Text gets the tokenizer's special tokens (e.g. BOS); segments are tokenised one by one
-        (so a shared leading segment gives the same tokens whatever follows it) and keep their
-        token boundaries."""
-        if isinstance(prompt, str):
-            ids = self.tokenizer.encode(prompt, add_special_tokens=True)
-            return ids, [SegmentSpan(0, len(ids), Level.TRANSIENT, None)]
-        items = list(prompt)
-        if all(isinstance(t, int) for t in items):
-            bad = [t for t in items if not 0 <= t < self.model_config.vocab_size]
-            if bad:
-                raise ValueError(f"token ids out of range [0, {self.model_config.vocab_size}): {bad[:5]}")
-            return items, [SegmentSpan(0, len(items), Level.TRANSIENT, None)]
-        if all(isinstance(s, Segment) for s in items):
-            ids: list[int] = []
-            spans = []
-            for i, segment in enumerate(items):
-                part = self.tokenizer.encode(segment.text, add_special_tokens=i == 0)
-                spans.append(SegmentSpan(len(ids), len(ids) + len(part), segment.level, segment.key))
-                ids.extend(part)
-            return ids, spans
-        raise TypeError("a prompt is a str, a list of token ids, or a list of Segment")
+        """The prompt's token ids and segment spans (`core.prompts.tokenize_prompt`)."""
+        return tokenize_prompt(self.tokenizer, prompt, self.model_config.vocab_size)
 
     def add_request(self, prompt: Prompt, sampling: Any = None, request_id: str | None = None, priority: int = 0,
                     session: str | None = None, on_delta: Callable[[str], None] | None = None,
@@ -158,12 +140,7 @@ class LLMEngine:
         return f"req-{next(self._ids)}"
 
     def check_fits(self, num_prompt_tokens: int) -> None:
-        if num_prompt_tokens == 0:
-            raise ValueError("empty prompt")
-        if num_prompt_tokens >= self.max_model_len:
-            raise PromptTooLongError(
-                f"prompt of {num_prompt_tokens} tokens cannot fit: max_model_len is {self.max_model_len} "
-                f"(model positions {self.model_config.max_position_embeddings}, KV pool {self.kv.pool.num_blocks * self.kv.block_size} tokens)")
+        check_fits(num_prompt_tokens, self.prompt_limits)
 
     def abort(self, request_id: str) -> RequestOutput | None:
         request = self.requests.pop(request_id, None)
