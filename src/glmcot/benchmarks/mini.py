@@ -157,6 +157,8 @@ def held_out(args, console: Console, backend_for, method: str = "glm") -> dict:
             groups["phrasing"][phrasing(by_qid[r.qid], domain)].append((r.answer, gold))
         row["by_template"] = {t: _scores(pairs) for t, pairs in sorted(groups["template"].items())}
         row["by_phrasing"] = {p: _scores(pairs) for p, pairs in sorted(groups["phrasing"].items())}
+        # why the model's calls failed at the backend (e.g. a prompt past its context), a few distinct reasons
+        row["backend_error_reasons"] = sorted({(r.failure_detail or "")[:240] for r in results if r.failure == "backend_error"})[:5]
         row["examples"] = [{"qid": r.qid, "question": r.question, "answer": r.answer[:200], "gold": by_qid[r.qid]["answer"][:200],
                             "failure": r.failure} for r in results[:3]]
         report[domain] = row
