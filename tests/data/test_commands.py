@@ -40,3 +40,16 @@ def test_bad_arguments(tmp_path):
     assert result.exit_code == 2 and "unknown scale" in result.output
     result = runner.invoke(app, ["data", "replay", str(tmp_path)])
     assert result.exit_code == 2 and "needs graph/ and questions.jsonl" in result.output
+    result = runner.invoke(app, ["data", "synth", "-d", "dblp", "--wordings", "unseen", "-o", str(tmp_path / "x")])
+    assert result.exit_code == 2 and "unknown wordings 'unseen'" in result.output and "held-out" in result.output
+
+
+def test_synth_held_out_wordings(tmp_path):
+    from glmcot.data.templates.base import is_held_out_wording
+
+    result = CliRunner().invoke(app, ["data", "synth", "-d", "dblp", "-o", str(tmp_path / "d"), "-q", "1",
+                                      "--wordings", "held-out", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output[result.output.index("{"):])["wordings"] == "held-out"
+    records = [json.loads(line) for line in (tmp_path / "d" / "questions.jsonl").read_text().splitlines()]
+    assert records and all(is_held_out_wording("dblp", r["template"], r["params"], r["question"]) for r in records)

@@ -39,6 +39,9 @@ def synth(
     output_format: OutputFormat = typer.Option(OutputFormat.store, "--format",
                                                help="store: the project's graph store in graph/; "
                                                     "grbench: GRBench graph.json; both."),
+    wordings: str = typer.Option("all", "--wordings",
+                                 help="Which question wordings: all; seen (every wording but each template's last, "
+                                      "for training); held-out (only the last, to test on phrasings never trained on)."),
     force: bool = typer.Option(False, "--force", help="Replace a non-empty output directory."),
     as_json: bool = typer.Option(False, "--json", help="Print meta.json to stdout instead of a summary."),
 ) -> None:
@@ -51,7 +54,7 @@ def synth(
 
     formats = ("store", "grbench") if output_format == OutputFormat.both else (output_format.value,)
     try:
-        config = SynthConfig(domain, scale, seed, questions_per_template, formats)
+        config = SynthConfig(domain, scale, seed, questions_per_template, formats, wordings)
     except (UnknownDomainError, ValueError) as exc:
         _fail(str(exc))
     console = Console(stderr=True)
