@@ -186,7 +186,10 @@ def test_ctrl_c_in_eval_stops_at_once_and_says_how_to_resume(tmp_path: Path):
     process = subprocess.Popen(
         [sys.executable, "-m", "glmcot.cli", "eval", "--questions", str(questions), "--method", "base", "--no-judge",
          "--llm", f"http://127.0.0.1:{httpd.server_address[1]}/v1", "--out", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "300"})
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "300"},
+        # a suite started in the background (`cmd &` in a script) inherits SIGINT ignored, and Python
+        # then installs no KeyboardInterrupt handler: give the child the default, as a terminal would
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 600   # generous: only a bound against hanging forever
         results = out / "base.jsonl"
