@@ -193,19 +193,9 @@ def test_sampling_a_non_finite_row_falls_back_to_its_argmax():
 def test_one_requests_sampling_or_detokenising_failure_fails_it_alone(monkeypatch):
     from glmcot.engine.async_engine import RequestFailedError
     from glmcot.engine.core import detokenizer, sampler
+    from tests.engine.faults import exploding_parts
 
-    real_row, real_add = sampler.sample_row, detokenizer.TextStream.add_token
-
-    def row(logits, greedy, request):
-        if request.sampling.seed == 666:
-            raise RuntimeError("sampler exploded")
-        return real_row(logits, greedy, request)
-
-    def add_token(self, token_id):
-        if "BOOM" in self.stop:
-            raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "detokeniser exploded")
-        return real_add(self, token_id)
-
+    row, add_token = exploding_parts()
     monkeypatch.setattr(sampler, "sample_row", row)
     monkeypatch.setattr(detokenizer.TextStream, "add_token", add_token)
     with AsyncEngine(EngineConfig(model=MODEL, num_threads=2, max_model_len=256)) as engine:

@@ -118,21 +118,9 @@ def explode_on_marked_requests() -> None:
     """Runs in the engine process (ProcessEngine's process_setup): seed 666 fails in sampling,
     a "BOOM" stop string in detokenising."""
     from glmcot.engine.core import detokenizer, sampler
+    from tests.engine.faults import exploding_parts
 
-    real_row, real_add = sampler.sample_row, detokenizer.TextStream.add_token
-
-    def row(logits, greedy, request):
-        if request.sampling.seed == 666:
-            raise RuntimeError("sampler exploded")
-        return real_row(logits, greedy, request)
-
-    def add_token(self, token_id):
-        if "BOOM" in self.stop:
-            raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "detokeniser exploded")
-        return real_add(self, token_id)
-
-    sampler.sample_row = row
-    detokenizer.TextStream.add_token = add_token
+    sampler.sample_row, detokenizer.TextStream.add_token = exploding_parts()
 
 
 def test_one_requests_failure_fails_it_alone():

@@ -51,3 +51,23 @@ def idle(engine, timeout=600.0):
         if time.monotonic() > deadline:
             raise AssertionError(f"engine still busy: {stats}")
         time.sleep(0.05)
+
+
+def wait_for_health(process, url: str, timeout_s: float = 600.0) -> None:
+    """Waits until a `glmcot serve` subprocess answers /health with 200 (generous: the first start
+    may build the CPU kernels on a busy machine); fails with its output if it exits first."""
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if process.poll() is not None:
+            pytest.fail(f"glmcot serve exited early:\n{process.stdout.read()}")
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline, "glmcot serve did not come up"
+        time.sleep(0.2)

@@ -6,13 +6,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
 
 from glmcot.serve.server import free_port
 
+from .conftest import wait_for_health
 from .dataset import QUESTIONS, build_dataset
 
 READY_TIMEOUT_S = 600.0
@@ -32,18 +32,7 @@ def served(tmp_path_factory):
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        # generous: the first start may build the CPU kernels on a machine busy with other work
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"glmcot serve exited early:\n{process.stdout.read()}")
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "glmcot serve did not come up"
-            time.sleep(0.2)
+        wait_for_health(process, url, READY_TIMEOUT_S)
         yield process, url
     finally:
         if process.poll() is None:

@@ -18,7 +18,7 @@ import pytest
 from glmcot.serve.config import ServeConfig
 from glmcot.serve.server import BackgroundServer, free_port
 
-from .conftest import MODEL
+from .conftest import MODEL, wait_for_health
 
 KEY = "process-test-key"
 PROMPT = "The graph has a node called"
@@ -121,17 +121,7 @@ def test_serve_command_with_engine_process_stops_its_engine_on_sigterm_to_its_gr
     url = f"http://127.0.0.1:{port}"
     children: list[int] = []
     try:
-        deadline = time.monotonic() + START_S
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"glmcot serve exited early:\n{process.stdout.read()}")
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "glmcot serve did not come up"
-            time.sleep(0.2)
+        wait_for_health(process, url, START_S)
         children = children_of(process.pid)
         assert children, "no engine process under the server"
         reply = httpx.post(url + "/v1/completions", headers=headers(), timeout=60,
