@@ -1,5 +1,6 @@
-"""Training examples for glmcot-mini: the scripted policy answers the GLM agent's C/R/A calls over
-synthetic graphs of every domain, and each call becomes one (compact prompt, reply) pair.
+"""Training examples for glmcot-mini: the scripted policy answers the GLM agents' C/R/A calls (and,
+on chosen seeds, Graph-CoT's single-agent calls) over synthetic graphs of every domain, and each
+call becomes one (compact prompt, reply) pair.
 
 Fault turns: on some questions the first A-Agent snippet is replaced by a broken one (a syntax
 error, an unknown name, a wrong relation); the agent sends the error back and the scripted policy
