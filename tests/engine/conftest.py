@@ -4,6 +4,7 @@ their transformers reference outputs."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import pytest
 
@@ -100,3 +101,23 @@ PROMPTS = [
     "Question: Which venue published the most papers on graph neural networks? Thought: I need to find the venue nodes first.",
     "café 北京 →",
 ]
+
+
+def exploding_parts() -> tuple[Callable, Callable]:
+    """(sample_row, TextStream.add_token) replacements that fail only on the marked requests: seed
+    666 in sampling, a "BOOM" stop string in detokenising (the thread and process engines' tests)."""
+    from glmcot.engine.core import detokenizer, sampler
+
+    real_row, real_add = sampler.sample_row, detokenizer.TextStream.add_token
+
+    def row(logits, greedy, request):
+        if request.sampling.seed == 666:
+            raise RuntimeError("sampler exploded")
+        return real_row(logits, greedy, request)
+
+    def add_token(self, token_id):
+        if "BOOM" in self.stop:
+            raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "detokeniser exploded")
+        return real_add(self, token_id)
+
+    return row, add_token

@@ -193,7 +193,7 @@ def test_sampling_a_non_finite_row_falls_back_to_its_argmax():
 def test_one_requests_sampling_or_detokenising_failure_fails_it_alone(monkeypatch):
     from glmcot.engine.async_engine import RequestFailedError
     from glmcot.engine.core import detokenizer, sampler
-    from tests.engine.faults import exploding_parts
+    from tests.engine.conftest import exploding_parts
 
     row, add_token = exploding_parts()
     monkeypatch.setattr(sampler, "sample_row", row)

@@ -118,7 +118,7 @@ def explode_on_marked_requests() -> None:
     """Runs in the engine process (ProcessEngine's process_setup): seed 666 fails in sampling,
     a "BOOM" stop string in detokenising."""
     from glmcot.engine.core import detokenizer, sampler
-    from tests.engine.faults import exploding_parts
+    from tests.engine.conftest import exploding_parts
 
     sampler.sample_row, detokenizer.TextStream.add_token = exploding_parts()
 

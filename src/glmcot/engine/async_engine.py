@@ -118,8 +118,7 @@ class AsyncEngine(EngineClient):
                 finished = engine.step()
             except Exception as exc:  # a model failure must not strand the waiting callers
                 log.exception("engine step failed; failing all in-flight requests")
-                for request_id in list(engine.requests):
-                    engine.abort(request_id)
+                for request_id in engine.abort_all():
                     self._resolve(request_id, exc=exc)
                 continue
             for out in finished:
@@ -131,8 +130,7 @@ class AsyncEngine(EngineClient):
                 self._stats = engine.stats()
             except Exception:
                 log.exception("engine stats failed")
-        for request_id in list(engine.requests):
-            engine.abort(request_id)
+        engine.abort_all()
         with self._lock:
             pending, self._futures = self._futures, {}
         for future in pending.values():

@@ -399,9 +399,7 @@ class _ChildLoop:
             finished = engine.step()
         except Exception as error:  # a model failure must not strand the waiting callers
             log.exception("engine step failed; failing all in-flight requests")
-            for request_id in list(engine.requests):
-                engine.abort(request_id)
-                report.failures.append(RequestFailure(request_id, ErrorReport.of(error)))
+            report.failures.extend(RequestFailure(request_id, ErrorReport.of(error)) for request_id in engine.abort_all())
             return
         for output in finished:
             if output.finish_reason == "error":

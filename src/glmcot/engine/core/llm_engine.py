@@ -153,6 +153,13 @@ class LLMEngine:
             log.exception("detokenising aborted request %s", request_id)
         return self._output(request)
 
+    def abort_all(self) -> list[str]:
+        """Abort every request in flight (after a failed step, or at shutdown); returns their ids."""
+        request_ids = list(self.requests)
+        for request_id in request_ids:
+            self.abort(request_id)
+        return request_ids
+
     def reset_prefix_cache(self) -> bool:
         """Forget every cached block (benchmarks reset between arms). Only when idle."""
         if self.requests:
