@@ -262,3 +262,27 @@ def test_ended_sessions_are_forgotten_beyond_a_bound(llm):
         llm.end_session(f"session-{i}")
     assert len(levels.ended) == MAX_ENDED_SESSIONS
     assert "session-0" not in levels.ended and f"session-{MAX_ENDED_SESSIONS + 499}" in levels.ended
+
+
+def test_a_failed_step_fails_every_request_in_flight_and_the_engine_serves_on(monkeypatch):
+    """A model failure in one step fails the requests in that step (abort_all), frees their blocks,
+    and the next request is served."""
+    from glmcot.engine.core.llm_engine import LLMEngine
+
+    real_step, state = LLMEngine.step, {"exploded": False}
+
+    def step(self):
+        if len(self.requests) == 3 and not state["exploded"]:  # once, with all three in flight
+            state["exploded"] = True
+            raise RuntimeError("the model exploded")
+        return real_step(self)
+
+    monkeypatch.setattr(LLMEngine, "step", step)
+    with AsyncEngine(EngineConfig(model=MODEL, num_threads=2, max_model_len=256)) as engine:
+        running = [engine.submit(f"prompt {i}", SamplingParams(max_tokens=20, ignore_eos=True)) for i in range(3)]
+        for future in running:
+            with pytest.raises(RuntimeError, match="the model exploded"):
+                future.result(timeout=120)
+        assert engine.engine.requests == {}
+        after = engine.submit("z", SamplingParams(max_tokens=3, ignore_eos=True)).result(timeout=120)
+        assert len(after.token_ids) == 3
