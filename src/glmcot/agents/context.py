@@ -3,6 +3,7 @@ the rendered prompts. One context per run; thread-safe."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from pathlib import Path
@@ -60,11 +61,33 @@ class AgentContext:
         from glmcot.graph.chunks import chunk_key
         from glmcot.graph.store import Graph
 
+        from glmcot.graph.versions import pin_version, unpin, version_of
+
         self.graph_dir = store_directory(graph_dir)
-        self.graph = Graph.open(self.graph_dir)
+        # One version for everything this context serves: the sandbox workers (those started
+        # after an update too) open exactly the version this graph is, and its files stay on
+        # disk (a pin) until the context closes.
+        self._unpin = unpin
+        for _ in range(5):
+            self.graph = Graph.open(self.graph_dir)
+            self.version = version_of(self.graph)
+            self._pin = None
+            if self.version.base == "." and self.version.delta is None:
+                break  # version 0's files are the store's own: never removed
+            self._pin = pin_version(self.graph_dir, self.version)
+            # An update that committed between the open and the pin may have removed the files.
+            if (self.graph_dir / self.version.base).is_dir() and (
+                    self.version.delta is None or (self.graph_dir / self.version.delta).is_file()):
+                break
+            unpin(self._pin)
         self.domain = domain or dataset_domain(self.graph_dir)
-        self.retrieval = RetrievalService(open_retriever(retriever, self.graph_dir, self.graph), threads=retrieval_threads)
-        self.executor = SandboxExecutor(self.graph_dir, workers=workers, limits=limits)
+        try:
+            self.retrieval = RetrievalService(open_retriever(retriever, self.graph_dir, self.graph), threads=retrieval_threads)
+            self.executor = SandboxExecutor(self.graph_dir, workers=workers, limits=limits,
+                                            version=dataclasses.asdict(self.version))
+        except BaseException:
+            unpin(self._pin)
+            raise
         self._chunk_key = chunk_key
         self._prompts: dict[tuple, PromptSet] = {}
         self._lock = threading.Lock()
@@ -88,6 +111,8 @@ class AgentContext:
     def close(self) -> None:
         self.executor.close()
         self.retrieval.close()
+        self._unpin(self._pin)
+        self._pin = None
 
     def __enter__(self) -> "AgentContext":
         return self

@@ -324,7 +324,7 @@ def _emit_error(call: str, error: Exception, as_json: bool) -> None:
 def update_command(
     store: Path = typer.Argument(..., help="A store directory (from `glmcot graph import`)."),
     changes: list[Path] = typer.Argument(..., help="Operations (.jsonl, see docs/graph-formats.md), node/edge tables (rows are upserts) or N-Triples."),
-    reverse_suffix: str = typer.Option("", "--reverse-suffix", help="Tables and triples: also upsert each edge backwards as <relation><suffix>, as at import."),
+    reverse_suffix: str = typer.Option("", "--reverse-suffix", help="Tables and triples, for stores imported before glmcot recorded it: also upsert each edge backwards as <relation><suffix>. A store imported with --reverse-suffix keeps its reverse edges by itself."),
     text_predicate: str = typer.Option("", "--text-predicate", help="Triples: the predicate whose literal is a node's text (default rdfs:label)."),
     id_prefix: str = typer.Option("", "--id-prefix", help="Triples: an IRI prefix dropped from node ids, as at import."),
     as_json: bool = typer.Option(False, "--json", help="Print the new version and counts as JSON."),
@@ -336,9 +336,19 @@ def update_command(
     from glmcot.graph.errors import GraphFormatError
     from glmcot.graph.versions import apply_update
 
+    from glmcot.graph.store import Graph
+    from glmcot.graph.versions import reverse_suffix_of
+
     try:
+        recorded = reverse_suffix_of(Graph.open(store))
+        if recorded and reverse_suffix and reverse_suffix != recorded:
+            raise GraphFormatError(f"{store} keeps reverse edges as <relation>{recorded}, not {reverse_suffix}; "
+                                   f"leave out --reverse-suffix")
+        # A store imported with reverse edges keeps them itself (every edge operation), so the
+        # readers add none of their own.
+        suffix = "" if recorded else reverse_suffix
         operations = itertools.chain.from_iterable(
-            read_changes(path, reverse_suffix, text_predicate or None, id_prefix) for path in changes)
+            read_changes(path, suffix, text_predicate or None, id_prefix) for path in changes)
         result = apply_update(store, operations)
     except (GraphFormatError, FileNotFoundError, ValueError) as error:
         _fail(str(error))

@@ -556,6 +556,8 @@ def import_tables(
     total_bytes = sum(path.stat().st_size for path, _ in found)
     dangling = Dangling()
     source = {"paths": [str(Path(item).resolve()) for item in sources], "bytes": total_bytes, "importer": "tables"}
+    if reverse_suffix:
+        source["reverse_suffix"] = reverse_suffix  # updates add and delete the reverse edges too
     with StoreWriter(out_dir, overwrite=overwrite, source=source) as writer:
         node_rows = sum(_write_type(writer, entry, node_layouts, batch_rows) for entry in order)
         for node_type, feature in (text_keys or {}).items():

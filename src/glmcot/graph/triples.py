@@ -209,6 +209,8 @@ def _write(collected: _Collected, path: Path, out_dir: Path, overwrite: bool, te
     written = [(names[code], int(counts[code])) for code in range(len(names)) if counts[code]]
     extra = collected.extra_types
     source = {"path": str(path.resolve()), "bytes": total, "importer": "n-triples"}
+    if reverse_suffix:
+        source["reverse_suffix"] = reverse_suffix  # updates add and delete the reverse edges too
     with StoreWriter(out_dir, overwrite=overwrite, source=source) as writer:
         start = 0
         for name, count in written:

@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -67,14 +68,17 @@ class VersionInfo:
                                            "committed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=None)
 
 
-def open_version(root: str | os.PathLike) -> Graph:
-    """The committed version of a store: a plain `Graph` before any update, else a `MergedGraph`."""
+def open_version(root: str | os.PathLike, info: VersionInfo | None = None) -> Graph:
+    """The committed version of a store (or the version ``info`` names): a plain `Graph` before
+    any update, else a `MergedGraph`. Its ``pinned_version`` names the files it was opened from,
+    so another process can open exactly the same version (graph/versions.py pins)."""
     from glmcot.graph.merged import MergedGraph
 
     root = Path(root)
-    info = VersionInfo.read(root)
+    info = info or VersionInfo.read(root)
     base = Graph.open(root / info.base, follow_updates=False)
     if info.delta is None and info.version == 0:
+        base.pinned_version = info
         return base
     if info.delta is None:
         delta = Delta(base.store_id)
@@ -86,7 +90,59 @@ def open_version(root: str | os.PathLike) -> Graph:
             raise GraphFormatError(f"{path}: cannot read the delta of version {info.version}: {error}") from None
         if delta.base_store_id != base.store_id:
             raise GraphFormatError(f"{path}: the delta belongs to another base store")
-    return MergedGraph(base.directory, base.manifest, delta, info.version, root)
+    graph = MergedGraph(base.directory, base.manifest, delta, info.version, root)
+    graph.pinned_version = info
+    return graph
+
+
+def version_of(graph: Graph) -> VersionInfo:
+    """The files a graph was opened from (a store opened before any update: version 0's base)."""
+    return getattr(graph, "pinned_version", None) or VersionInfo(0, ".", None)
+
+
+READERS = "readers"  # pins: {"pid", "base", "delta"} files of readers that may still open a version
+
+
+def pin_version(root: str | os.PathLike, info: VersionInfo) -> Path:
+    """Keep a version's files on disk while this process may still open it (a sandbox worker
+    started in the middle of a question opens the question's version, not the newest). Updates
+    and compactions remove the files of older versions, except those a live process pinned.
+    Returns the pin's path, for `unpin`."""
+    directory = Path(root) / READERS
+    directory.mkdir(exist_ok=True)
+    path = directory / f"{os.getpid()}-{uuid.uuid4().hex[:12]}.json"
+    write_json_atomic(path, {"pid": os.getpid(), **asdict(info)}, indent=None)
+    return path
+
+
+def unpin(path: Path | None) -> None:
+    if path is not None:
+        Path(path).unlink(missing_ok=True)
+
+
+def _pinned(root: Path) -> set[str]:
+    """Files that live readers pinned; pins of processes that are gone are removed."""
+    keep: set[str] = set()
+    directory = root / READERS
+    if not directory.is_dir():
+        return keep
+    for path in directory.glob("*.json"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            pid = int(data["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # being written, or not ours: left alone
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            path.unlink(missing_ok=True)
+            continue
+        except PermissionError:
+            pass  # alive, another user's
+        for key in ("base", "delta"):
+            if isinstance(data.get(key), str):
+                keep.add(data[key])
+    return keep
 
 
 @contextlib.contextmanager
@@ -114,6 +170,8 @@ class _BaseView:
 
     def base_neighbours(self, node_id: str, relation: str):
         index = Graph._find(self.graph, node_id)
+        if index < 0:  # not a base node: nothing to copy
+            return []
         node_type = Graph.type_of_index(self.graph, index)
         if relation not in Graph.relation_names(self.graph, node_type):
             return []
@@ -132,6 +190,11 @@ class _BaseView:
         return result
 
 
+def reverse_suffix_of(graph: Graph) -> str:
+    """The suffix of the reverse edges a store was imported with ('' for none): updates keep them."""
+    return str((graph.manifest.get("source") or {}).get("reverse_suffix") or "")
+
+
 @dataclass
 class UpdateResult:
     version: int
@@ -141,7 +204,9 @@ class UpdateResult:
 
 
 def _clean(root: Path, keep: set[str]) -> None:
-    """Remove delta files and bases that no committed version names (left by a crash or superseded)."""
+    """Remove delta files and bases that no committed version names (left by a crash or superseded)
+    and no live reader pinned."""
+    keep = keep | _pinned(root)
     for folder in ("deltas", "bases"):
         directory = root / folder
         if not directory.is_dir():
@@ -179,7 +244,12 @@ def apply_update(root: str | os.PathLike, operations: Iterable[Operation], crash
             return default_text_key(node_type, [{"name": name, "kind": "str" if isinstance(value, str) else "x"}
                                                  for name, value in features.items()])
 
-        builder = DeltaBuilder(delta, _BaseView(base), text_key)
+        def column_kind(node_type: str, name: str) -> str | None:
+            if node_type in merged_view.node_types and name in merged_view.feature_names(node_type):
+                return merged_view.feature_kind(node_type, name)
+            return None
+
+        builder = DeltaBuilder(delta, _BaseView(base), text_key, column_kind, reverse_suffix_of(base))
         report = builder.apply_all(operations)
         version = info.version + 1
         (root / "deltas").mkdir(exist_ok=True)
@@ -230,6 +300,8 @@ def write_merged(graph: Graph, out_dir: Path) -> np.ndarray:
         mapping[indices] = np.arange(position, position + len(indices))
         position += len(indices)
     source = {"compacted_from": str(graph.directory), "version": getattr(graph, "version", 0)}
+    if reverse_suffix_of(graph):
+        source["reverse_suffix"] = reverse_suffix_of(graph)
     with StoreWriter(out_dir, overwrite=True, source=source) as writer:
         for node_type, indices in live_types:
             writer.add_nodes(node_type, [], {})
@@ -291,4 +363,5 @@ def _live_indices(graph: Graph, node_type: str) -> np.ndarray:
 
 Graph.open_committed_version = staticmethod(open_version)
 
-__all__ = ["open_version", "apply_update", "compact", "write_merged", "VersionInfo", "UpdateResult", "CURRENT"]
+__all__ = ["open_version", "apply_update", "compact", "write_merged", "VersionInfo", "UpdateResult", "CURRENT",
+           "version_of", "pin_version", "unpin", "reverse_suffix_of", "READERS"]

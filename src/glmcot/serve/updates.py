@@ -83,6 +83,10 @@ def _apply(runtime: Any, name: str, operations: list[dict]) -> dict:
             kept = surviving(old_service._cache, result.report)
         with new_service._lock:
             new_service._cache.update(kept)
+            # One set of counters per graph across versions: /metrics counters never go back,
+            # and the questions still on the old version keep counting.
+            if isinstance(getattr(old_service, "stats", None), dict):
+                new_service.stats = old_service.stats
         backend = handle.backend
         if config.scripted is not None and name in runtime.graph_backends:
             # the scripted policy runs its plans in this version's sandbox

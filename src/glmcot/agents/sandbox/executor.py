@@ -123,11 +123,11 @@ def worker_environment() -> dict[str, str]:
 
 
 class _Worker:
-    def __init__(self, graph_dir: str, limits: SandboxLimits):
+    def __init__(self, graph_dir: str, limits: SandboxLimits, version: dict | None = None):
         from multiprocessing.connection import Connection
 
         parent_socket, child_socket = socket.socketpair()
-        options = {"memory_mb": limits.memory_mb, "neighbour_limit": limits.neighbour_limit}
+        options = {"memory_mb": limits.memory_mb, "neighbour_limit": limits.neighbour_limit, "version": version}
         environment = worker_environment()
         try:
             self.process = subprocess.Popen(
@@ -218,10 +218,16 @@ def _no_retrieval(text: str) -> str:
 
 
 class SandboxExecutor:
-    """A pool of `workers` sandbox processes over the graph at `graph_dir`. Thread-safe."""
+    """A pool of `workers` sandbox processes over the graph at `graph_dir`. Thread-safe.
 
-    def __init__(self, graph_dir: str | Path, *, workers: int = 2, limits: SandboxLimits | None = None):
+    `version` ({"version", "base", "delta"}, graph/versions.py) pins every worker of the pool,
+    those started later included, to one version of an updated store; without it a worker opens
+    the version committed when it starts."""
+
+    def __init__(self, graph_dir: str | Path, *, workers: int = 2, limits: SandboxLimits | None = None,
+                 version: dict | None = None):
         self.graph_dir = str(graph_dir)
+        self.version = version
         if not Path(self.graph_dir).is_dir():
             raise FileNotFoundError(f"no graph directory at {self.graph_dir}")
         self.limits = limits or SandboxLimits()
@@ -246,7 +252,7 @@ class SandboxExecutor:
             return [worker.process.pid for worker in self._all if worker.alive()]
 
     def _spawn(self) -> _Worker:
-        worker = _Worker(self.graph_dir, self.limits)
+        worker = _Worker(self.graph_dir, self.limits, self.version)
         with self._lock:
             self._all.add(worker)
         return worker
