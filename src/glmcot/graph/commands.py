@@ -38,6 +38,9 @@ class ImportProgress:
         self._description: str | None = None
 
     def __call__(self, phase: str, done: int, total: int) -> None:
+        from rich.markup import escape
+
+        phase = escape(phase)  # holds type names from the user's data
         key = "nodes" if phase.startswith("nodes ") else phase
         task = self.tasks.get(key)
         if task is None:
@@ -53,7 +56,7 @@ class ImportProgress:
 def import_command(
     sources: list[Path] = typer.Argument(..., help="A GRBench graph.json; CSV/Parquet tables (files or folders); or an N-Triples .nt/.nt.gz file (docs/graph-formats.md)."),
     out: Path = typer.Option(..., "--out", "-o", help="Store directory to create (written atomically)."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing store at --out."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing glmcot store at --out (never another folder, nor the source)."),
     batch_size: int = typer.Option(20_000, help="Nodes (JSON) or rows (tables) handed to the writer at a time (memory vs. call overhead)."),
     max_depth: int = typer.Option(64, "--max-depth", min=1,
                                   help="JSON: deepest nesting accepted inside one feature or neighbour value."),
@@ -90,6 +93,10 @@ def import_command(
         typer.echo(json.dumps(result, ensure_ascii=False))
         return
     typer.echo(f"imported {result['nodes']:,} nodes, {result['edges']:,} edges into {result['out_dir']} in {result['seconds']:.1f} s")
+    if result.get("replaced"):
+        old = result["replaced"]
+        typer.echo(f"replaced the store that was at {old['path']} ({old['nodes']:,} nodes, {old['edges']:,} edges, "
+                   f"created {old['created']})")
     if result["dangling_neighbors"]:
         if result.get("format") == "grbench-json":
             typer.echo(f"note: {result['dangling_neighbors']:,} neighbour ids name no node; kept in their lists and "
@@ -132,9 +139,11 @@ def info_command(
     if as_json:
         typer.echo(json.dumps(info, ensure_ascii=False))
         return
-    console = Console()
+    from rich.markup import escape
+
+    console = Console()  # names come from the user's data: escaped, never read as rich markup
     console.print(
-        f"[bold]{store}[/bold]  {info['format']}  nodes {info['nodes']:,}  edges {info['edges']:,}  "
+        f"[bold]{escape(str(store))}[/bold]  {escape(str(info['format']))}  nodes {info['nodes']:,}  edges {info['edges']:,}  "
         f"on disk {_human_bytes(info['bytes_on_disk'])}  topology {info['topology_bytes_per_edge']:.2f} B/edge"
     )
     table = Table()
@@ -145,16 +154,16 @@ def info_command(
     table.add_column("relation", overflow="fold")
     table.add_column("edges", justify="right")
     for entry in info["types"]:
-        features = ", ".join(f"{name}:{kind}" for name, kind in entry["features"].items())
+        features = escape(", ".join(f"{name}:{kind}" for name, kind in entry["features"].items()))
         relations = list(entry["relations"].items()) or [("", 0)]
         for position, (relation, edges) in enumerate(relations):
             first = position == 0
             table.add_row(
-                entry["type"] if first else "",
+                escape(entry["type"]) if first else "",
                 f"{entry['nodes']:,}" if first else "",
-                str(entry["text_key"]) if first else "",
+                escape(str(entry["text_key"])) if first else "",
                 features if first else "",
-                relation,
+                escape(relation),
                 f"{edges:,}" if relation else "",
             )
     console.print(table)
@@ -163,9 +172,9 @@ def info_command(
         console.print(f"note: {warnings['dangling_neighbors']:,} neighbour ids name no node (kept in lists and degrees)")
     if info["retrieval"]:
         meta = info["retrieval"]
-        console.print(f"node index: {meta['index']['kind']}, {meta['embedder'].get('name')}, {meta['dim']}-d")
+        console.print(escape(f"node index: {meta['index']['kind']}, {meta['embedder'].get('name')}, {meta['dim']}-d"))
     else:
-        console.print(f"node index: none (build it with `glmcot graph embed {store}`)")
+        console.print(escape(f"node index: none (build it with `glmcot graph embed {store}`)"))
 
 
 @app.command("export")

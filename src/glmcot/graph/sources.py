@@ -60,7 +60,39 @@ def import_source(
     for path in paths:
         if not path.exists():
             raise FileNotFoundError(f"no such file or folder: {path}")
+    replaced = _check_output(paths, Path(out_dir), overwrite)
     kind = detect_format(paths) if source_format is SourceFormat.AUTO else SourceFormat(source_format)
+    result = _import(paths, out_dir, kind, overwrite, batch_size, reverse_suffix, text_keys, text_predicate, id_prefix,
+                     progress, max_depth)
+    if replaced is not None:
+        result["replaced"] = replaced
+    return result
+
+
+def _check_output(paths: list[Path], out_dir: Path, overwrite: bool) -> dict | None:
+    """What an import at ``out_dir`` replaces (None: nothing). Only a glmcot store is replaced,
+    and never one holding or being the import's own source."""
+    from glmcot.graph.writer import store_manifest
+
+    out = out_dir.resolve()
+    for path in paths:
+        source = path.resolve()
+        if source == out or out in source.parents:
+            raise ValueError(f"--out {out_dir} is or holds the import's source {path}; choose another output folder")
+    if not out_dir.exists():
+        return None
+    if not overwrite:
+        raise FileExistsError(f"{out_dir} exists; pass --force to replace the store there")
+    manifest = store_manifest(out_dir)
+    if manifest is None:
+        raise FileExistsError(f"{out_dir} exists and is not a glmcot store (no glmcot manifest.json); --force "
+                              f"replaces only a store: choose another --out or remove the folder yourself")
+    return {"path": str(out_dir), "store_id": manifest.get("store_id"), "nodes": manifest.get("num_nodes"),
+            "edges": manifest.get("num_edges"), "created": manifest.get("created")}
+
+
+def _import(paths, out_dir, kind, overwrite, batch_size, reverse_suffix, text_keys, text_predicate, id_prefix,
+            progress, max_depth) -> dict:
     if kind is SourceFormat.JSON:
         from glmcot.graph.importer import import_graph_json
 
