@@ -102,3 +102,37 @@ def test_graph_info_shows_names_that_look_like_markup(tmp_path):
     result = runner.invoke(app, ["graph", "info", str(store)])
     assert result.exit_code == 0, result.output
     assert "[/] [red]Type" in result.output and "[/bold]name" in result.output and "[/x]knows" in result.output
+
+
+def test_identical_triples_count_once(tmp_path):
+    import gzip
+
+    from glmcot.graph.triples import import_triples
+
+    edge = "<http://x/m1> <http://x/director> <http://x/p1> .\n"
+    lines = (["<http://x/m1> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <http://x/Movie> .\n"] * 3
+             + ["<http://x/m1> <http://x/genre> \"Drama\" .\n", "<http://x/m1> <http://x/genre> \"Crime\" .\n"] * 3
+             + [edge] * 5000 + ["<http://x/m1> <http://x/actor> <http://x/p1> .\n", edge])
+    path = tmp_path / "movies.nt.gz"
+    path.write_bytes(gzip.compress("".join(lines).encode()))
+    summary = import_triples(path, tmp_path / "store", id_prefix="http://x/")
+    graph = Graph.open(tmp_path / "store")
+    assert graph.neighbors("m1", "director") == ["p1"] and graph.neighbors("m1", "actor") == ["p1"]
+    assert graph.feature("m1", "genre") == ["Drama", "Crime"] and graph.node_type("m1") == "Movie"
+    assert summary.edges == 2 and summary.warnings["duplicate_triples"] == len(lines) - 5
+
+
+def test_a_gzip_bomb_stops_the_import(tmp_path, monkeypatch):
+    import gzip
+
+    from glmcot.graph import triples
+
+    monkeypatch.setattr(triples, "_EXPANSION_FLOOR", 64 << 10)
+    path = tmp_path / "bomb.nt.gz"
+    path.write_bytes(gzip.compress(b"<http://x/a> <http://x/r> <http://x/b> .\n" * 200_000))
+    assert path.stat().st_size * 200 < 8 << 20  # it expands over 200 times
+    with pytest.raises(GraphFormatError, match=r"bomb.nt.gz: expands to more than .* a gzip bomb\? Raise --max-expansion"):
+        triples.import_triples(path, tmp_path / "store")
+    assert not (tmp_path / "store").exists()
+    triples.import_triples(path, tmp_path / "store", max_expansion=0)  # the setting lifts the bound
+    assert Graph.open(tmp_path / "store").neighbors("http://x/a", "r") == ["http://x/b"]

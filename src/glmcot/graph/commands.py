@@ -66,6 +66,8 @@ def import_command(
     text_key: list[str] = typer.Option([], "--text-key", help="Tables: TYPE=FEATURE, the feature that is a type's text (repeatable)."),
     text_predicate: str = typer.Option("", "--text-predicate", help="Triples: the predicate IRI whose literal is a node's text (default rdfs:label)."),
     id_prefix: str = typer.Option("", "--id-prefix", help="Triples: an IRI prefix dropped from node ids (e.g. http://example.org/)."),
+    max_expansion: int = typer.Option(200, "--max-expansion", min=0,
+                                      help="Triples: a .nt.gz may expand to this many times its size, past the first 256 MiB (0: no bound)."),
 ) -> None:
     """Import a graph into a memory-mapped store: GRBench JSON, CSV/Parquet tables or N-Triples, streaming."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
@@ -85,7 +87,7 @@ def import_command(
         try:
             result = import_source(sources, out, chosen_format, overwrite=force, batch_size=batch_size,
                                    reverse_suffix=reverse_suffix, text_keys=text_keys, text_predicate=text_predicate or None,
-                                   id_prefix=id_prefix, progress=report, max_depth=max_depth)
+                                   id_prefix=id_prefix, progress=report, max_depth=max_depth, max_expansion=max_expansion)
         except (GraphFormatError, FileExistsError, FileNotFoundError, ValueError) as error:
             progress.stop()
             _fail(str(error))
@@ -110,6 +112,8 @@ def import_command(
                    f"read as one list concatenated in key order, as GRBench's legal post-processing does")
     if result.get("non_finite_numbers"):
         typer.echo(f"note: {result['non_finite_numbers']:,} NaN/Infinity tokens read as floats (as Python's json.load does)")
+    if result.get("warnings", {}).get("duplicate_triples"):
+        typer.echo(f"note: {result['warnings']['duplicate_triples']:,} identical triples counted once (an RDF graph is a set)")
     if result.get("null_features"):
         typer.echo(f"note: {result['null_features']:,} features are null; they exist with the value None")
 
@@ -336,6 +340,8 @@ def update_command(
     reverse_suffix: str = typer.Option("", "--reverse-suffix", help="Tables and triples, for stores imported before glmcot recorded it: also upsert each edge backwards as <relation><suffix>. A store imported with --reverse-suffix keeps its reverse edges by itself."),
     text_predicate: str = typer.Option("", "--text-predicate", help="Triples: the predicate whose literal is a node's text (default rdfs:label)."),
     id_prefix: str = typer.Option("", "--id-prefix", help="Triples: an IRI prefix dropped from node ids, as at import."),
+    max_expansion: int = typer.Option(200, "--max-expansion", min=0,
+                                      help="Triples: a .nt.gz may expand to this many times its size, past the first 256 MiB (0: no bound)."),
     as_json: bool = typer.Option(False, "--json", help="Print the new version and counts as JSON."),
 ) -> None:
     """Apply upserts and deletes as one new numbered version (a delta over the base; all or nothing)."""
@@ -357,7 +363,7 @@ def update_command(
         # readers add none of their own.
         suffix = "" if recorded else reverse_suffix
         operations = itertools.chain.from_iterable(
-            read_changes(path, suffix, text_predicate or None, id_prefix) for path in changes)
+            read_changes(path, suffix, text_predicate or None, id_prefix, max_expansion) for path in changes)
         result = apply_update(store, operations)
     except (GraphFormatError, FileNotFoundError, ValueError) as error:
         _fail(str(error))

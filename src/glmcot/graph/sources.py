@@ -54,6 +54,7 @@ def import_source(
     id_prefix: str = "",
     progress: ProgressCallback | None = None,
     max_depth: int | None = None,
+    max_expansion: int | None = None,
 ) -> dict:
     """Import ``paths`` into a store; returns the report as a dict (the same keys for every format)."""
     paths = [Path(path) for path in paths]
@@ -63,7 +64,7 @@ def import_source(
     replaced = _check_output(paths, Path(out_dir), overwrite)
     kind = detect_format(paths) if source_format is SourceFormat.AUTO else SourceFormat(source_format)
     result = _import(paths, out_dir, kind, overwrite, batch_size, reverse_suffix, text_keys, text_predicate, id_prefix,
-                     progress, max_depth)
+                     progress, max_depth, max_expansion)
     if replaced is not None:
         result["replaced"] = replaced
     return result
@@ -92,7 +93,7 @@ def _check_output(paths: list[Path], out_dir: Path, overwrite: bool) -> dict | N
 
 
 def _import(paths, out_dir, kind, overwrite, batch_size, reverse_suffix, text_keys, text_predicate, id_prefix,
-            progress, max_depth) -> dict:
+            progress, max_depth, max_expansion) -> dict:
     if kind is SourceFormat.JSON:
         from glmcot.graph.importer import import_graph_json
 
@@ -108,10 +109,11 @@ def _import(paths, out_dir, kind, overwrite, batch_size, reverse_suffix, text_ke
 
         return asdict(import_tables(paths, out_dir, overwrite=overwrite, batch_rows=max(batch_size, 1024),
                                     reverse_suffix=reverse_suffix, text_keys=text_keys, progress=progress))
-    from glmcot.graph.triples import RDFS_LABEL, import_triples
+    from glmcot.graph.triples import DEFAULT_MAX_EXPANSION, RDFS_LABEL, import_triples
 
     return asdict(import_triples(paths[0], out_dir, overwrite=overwrite, text_predicate=text_predicate or RDFS_LABEL,
-                                 id_prefix=id_prefix, reverse_suffix=reverse_suffix, progress=progress))
+                                 id_prefix=id_prefix, reverse_suffix=reverse_suffix, progress=progress,
+                                 max_expansion=DEFAULT_MAX_EXPANSION if max_expansion is None else max_expansion))
 
 
 __all__ = ["SourceFormat", "detect_format", "import_source", "TRIPLE_SUFFIXES"]
