@@ -232,3 +232,19 @@ def test_pins_of_dead_processes_are_dropped(store):
     (store / READERS / "1-dead.json").write_text(json.dumps({"pid": 2**22 + 12345, "base": ".", "delta": "deltas/v000001.json"}))
     apply_update(store, ops({"op": "upsert_node", "id": "m1", "features": {"year": 2002}}))
     assert not (store / "deltas" / "v000001.json").exists() and not (store / READERS / "1-dead.json").exists()
+
+
+# Update cost: bounded by auto-compaction ---------------------------------------------------------------
+
+def test_an_update_past_the_delta_size_compacts(store):
+    small = apply_update(store, ops({"op": "upsert_node", "id": "m1", "features": {"year": 2001}}))
+    assert not small.compacted and small.delta_bytes > 0 and VersionInfo.read(store).delta is not None
+    big = apply_update(store, ops({"op": "upsert_node", "id": "m2", "features": {"title": "Alien " * 50}}),
+                       auto_compact_bytes=small.delta_bytes)
+    assert big.compacted and big.version == 3
+    info = VersionInfo.read(store)
+    assert info.version == 3 and info.delta is None and info.base == "bases/v000003"
+    graph = Graph.open(store)
+    assert graph.feature("m1", "year") == 2001 and graph.feature("m2", "title") == "Alien " * 50
+    never = apply_update(store, ops({"op": "upsert_node", "id": "m2", "features": {"year": 1}}), auto_compact_bytes=0)
+    assert not never.compacted and never.version == 4

@@ -342,6 +342,8 @@ def update_command(
     id_prefix: str = typer.Option("", "--id-prefix", help="Triples: an IRI prefix dropped from node ids, as at import."),
     max_expansion: int = typer.Option(200, "--max-expansion", min=0,
                                       help="Triples: a .nt.gz may expand to this many times its size, past the first 256 MiB (0: no bound)."),
+    auto_compact_mb: float = typer.Option(16.0, "--auto-compact-mb", min=0,
+                                          help="Compact right after the update once the cumulative delta is larger than this many MiB (0: never)."),
     as_json: bool = typer.Option(False, "--json", help="Print the new version and counts as JSON."),
 ) -> None:
     """Apply upserts and deletes as one new numbered version (a delta over the base; all or nothing)."""
@@ -364,19 +366,21 @@ def update_command(
         suffix = "" if recorded else reverse_suffix
         operations = itertools.chain.from_iterable(
             read_changes(path, suffix, text_predicate or None, id_prefix, max_expansion) for path in changes)
-        result = apply_update(store, operations)
+        result = apply_update(store, operations, auto_compact_bytes=int(auto_compact_mb * (1 << 20)))
     except (GraphFormatError, FileNotFoundError, ValueError) as error:
         _fail(str(error))
     report = result.report
     payload = {"store": str(store), "version": result.version, "seconds": result.seconds, "embedded": result.embedded,
                "upserted_nodes": report.upserted_nodes, "deleted_nodes": report.deleted_nodes,
                "upserted_edges": report.upserted_edges, "deleted_edges": report.deleted_edges,
-               "text_changed": len(report.text_changed)}
+               "text_changed": len(report.text_changed), "compacted": result.compacted, "delta_bytes": result.delta_bytes}
     if as_json:
         typer.echo(json.dumps(payload))
         return
     typer.echo(f"version {result.version}: {report.upserted_nodes:,} nodes upserted, {report.deleted_nodes:,} deleted, "
                f"{report.upserted_edges:,} edges upserted, {report.deleted_edges:,} deleted ({result.seconds:.2f} s)")
+    if result.compacted:
+        typer.echo(f"the delta passed {auto_compact_mb:g} MiB, so the store was compacted (version {result.version})")
 
 
 @app.command("compact")

@@ -195,12 +195,19 @@ def reverse_suffix_of(graph: Graph) -> str:
     return str((graph.manifest.get("source") or {}).get("reverse_suffix") or "")
 
 
+# An update rewrites the cumulative delta, so its cost grows with the delta; past this size the
+# update compacts the store (base + delta -> a new base), which makes the next delta empty again.
+DEFAULT_AUTO_COMPACT_BYTES = 16 << 20
+
+
 @dataclass
 class UpdateResult:
     version: int
     report: ApplyReport
     seconds: float
     embedded: int = 0  # node texts embedded for the node index
+    compacted: bool = False  # the delta passed the auto-compaction size: `version` is the compacted one
+    delta_bytes: int = 0  # size of the delta this update wrote
 
 
 def _clean(root: Path, keep: set[str]) -> None:
@@ -222,10 +229,22 @@ def _clean(root: Path, keep: set[str]) -> None:
 
 
 def apply_update(root: str | os.PathLike, operations: Iterable[Operation], crash: CrashHook = _no_crash,
-                 embedder=None) -> UpdateResult:
-    """Apply operations as one new version. Bad operations raise before anything is committed."""
+                 embedder=None, auto_compact_bytes: int = DEFAULT_AUTO_COMPACT_BYTES) -> UpdateResult:
+    """Apply operations as one new version. Bad operations raise before anything is committed.
+    When the cumulative delta passes ``auto_compact_bytes`` (0: never), the store is compacted
+    right after, so an update's cost stays bounded by that size plus its own."""
     started = time.perf_counter()
     root = Path(root)
+    result = _apply_update(root, operations, crash, embedder)
+    if auto_compact_bytes > 0 and result.delta_bytes > auto_compact_bytes:
+        result.version = compact(root, crash)
+        result.compacted = True
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _apply_update(root: Path, operations: Iterable[Operation], crash: CrashHook, embedder) -> UpdateResult:
+    started = time.perf_counter()
     with _writer_lock(root):
         info = VersionInfo.read(root)
         current = open_version(root)
@@ -255,6 +274,7 @@ def apply_update(root: str | os.PathLike, operations: Iterable[Operation], crash
         (root / "deltas").mkdir(exist_ok=True)
         delta_name = f"deltas/v{version:06d}.json"
         write_json_atomic(root / delta_name, delta.to_json(), indent=None)
+        delta_bytes = (root / delta_name).stat().st_size
         crash("delta-written")
         new_info = VersionInfo(version, info.base, delta_name)
         from glmcot.graph.index_updates import has_node_index, update_node_index
@@ -268,7 +288,7 @@ def apply_update(root: str | os.PathLike, operations: Iterable[Operation], crash
         new_info.write(root)
         crash("committed")
         _clean(root, {delta_name, info.base})
-    return UpdateResult(version, report, time.perf_counter() - started, embedded)
+    return UpdateResult(version, report, time.perf_counter() - started, embedded, delta_bytes=delta_bytes)
 
 
 def compact(root: str | os.PathLike, crash: CrashHook = _no_crash) -> int:
@@ -364,4 +384,4 @@ def _live_indices(graph: Graph, node_type: str) -> np.ndarray:
 Graph.open_committed_version = staticmethod(open_version)
 
 __all__ = ["open_version", "apply_update", "compact", "write_merged", "VersionInfo", "UpdateResult", "CURRENT",
-           "version_of", "pin_version", "unpin", "reverse_suffix_of", "READERS"]
+           "version_of", "pin_version", "unpin", "reverse_suffix_of", "READERS", "DEFAULT_AUTO_COMPACT_BYTES"]

@@ -39,6 +39,7 @@ class UpdateResponse(BaseModel):
     embedded: int
     cache_entries_kept: int
     seconds: float
+    compacted: bool = False  # the delta passed the auto-compaction size (docs/graph-formats.md)
 
 
 def _close_when_idle(runtime: Any, context: Any, timeout_s: float) -> None:
@@ -100,7 +101,7 @@ def _apply(runtime: Any, name: str, operations: list[dict]) -> dict:
     return UpdateResponse(graph=name, version=result.version, upserted_nodes=report.upserted_nodes,
                           deleted_nodes=report.deleted_nodes, upserted_edges=report.upserted_edges,
                           deleted_edges=report.deleted_edges, embedded=result.embedded,
-                          cache_entries_kept=len(kept), seconds=result.seconds).model_dump()
+                          cache_entries_kept=len(kept), seconds=result.seconds, compacted=result.compacted).model_dump()
 
 
 @router.post("/v1/graphs/{name}/update", response_model=UpdateResponse)
