@@ -136,3 +136,27 @@ def test_a_gzip_bomb_stops_the_import(tmp_path, monkeypatch):
     assert not (tmp_path / "store").exists()
     triples.import_triples(path, tmp_path / "store", max_expansion=0)  # the setting lifts the bound
     assert Graph.open(tmp_path / "store").neighbors("http://x/a", "r") == ["http://x/b"]
+
+
+@pytest.mark.parametrize("buffer", [7, 1 << 16])
+def test_grbench_json_reads_what_json_load_reads(tmp_path, monkeypatch, buffer):
+    """1e999, integers past 64 bits and lone surrogate escapes: the store holds json.load's values
+    (small buffers cut every token somewhere)."""
+    from glmcot.graph import importer
+
+    monkeypatch.setattr(importer, "_BUFFER", buffer)
+    text = ('{"paper_nodes": {'
+            '"p1": {"features": {"title": "A\\ud800B \\"q\\" \\\\ \\ud83d\\ude00", "n": 1e999, "m": -1.5E+999, '
+            '"tiny": 1e-999, "big": 123456789012345678901234567890, "ok": 2.5e3, "list": [1e999, "\\udfff", 7]}, '
+            '"neighbors": {"cites": ["p\\udc00", "ghost\\ud801"]}}, '
+            '"p\\udc00": {"features": {"t\\ud800": "x", "v": Infinity}, "neighbors": {"cites": ["p1"]}}}}')
+    path = tmp_path / "graph.json"
+    path.write_text(text)
+    expected = json.loads(text)
+    report = importer.import_graph_json(path, tmp_path / "store")
+    assert report.non_finite_numbers == 4 and report.lone_surrogates == 6
+    graph = Graph.open(tmp_path / "store")
+    for node_id, node in expected["paper_nodes"].items():
+        assert graph.features_at(graph.index(node_id)) == node["features"]
+        assert graph.neighbors(node_id, "cites") == node["neighbors"]["cites"]
+    assert graph.feature("p1", "big") == 123456789012345678901234567890 and graph.feature("p1", "tiny") == 0.0

@@ -111,7 +111,11 @@ def import_command(
         typer.echo(f"note: {name} was an object of lists on {nodes:,} nodes (citation depth keys); "
                    f"read as one list concatenated in key order, as GRBench's legal post-processing does")
     if result.get("non_finite_numbers"):
-        typer.echo(f"note: {result['non_finite_numbers']:,} NaN/Infinity tokens read as floats (as Python's json.load does)")
+        typer.echo(f"note: {result['non_finite_numbers']:,} NaN/Infinity tokens (or numbers beyond a double) read as floats "
+                   f"(as Python's json.load does)")
+    if result.get("lone_surrogates"):
+        typer.echo(f"note: {result['lone_surrogates']:,} lone surrogate escapes (\\ud800...) kept as they are "
+                   f"(as Python's json.load does)")
     if result.get("warnings", {}).get("duplicate_triples"):
         typer.echo(f"note: {result['warnings']['duplicate_triples']:,} identical triples counted once (an RDF graph is a set)")
     if result.get("null_features"):

@@ -550,8 +550,13 @@ class StoreWriter:
             "warnings": self.warnings,
             "source": self.source,
         }
-        with open(tmp / "manifest.json", "w", encoding="utf-8") as handle:
-            json.dump(manifest, handle, indent=1, ensure_ascii=False)
+        text = json.dumps(manifest, indent=1, ensure_ascii=False)
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:  # a name with a lone surrogate (json.load keeps them): as \u escapes
+            data = json.dumps(manifest, indent=1, ensure_ascii=True).encode("ascii")
+        with open(tmp / "manifest.json", "wb") as handle:
+            handle.write(data)
         if self.out_dir.exists():
             trash = self.out_dir.parent / f".{self.out_dir.name}.old-{uuid.uuid4().hex[:8]}"
             os.replace(self.out_dir, trash)
