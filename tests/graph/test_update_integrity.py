@@ -120,6 +120,7 @@ def test_replace_true_and_false_do_what_they_say(store):
     ({"op": "upsert_node", "id": "m1", "features": {"  ": 1}}, "empty feature name"),
     ({"op": "upsert_node", "id": "m1", "features": {"extra": {"x": float("inf")}}}, "use null to remove"),
     ({"op": "delete_edge", "source": "ghost", "relation": "actor", "target": "p1"}, "no node 'ghost'"),
+    ({"op": "upsert_edge", "source": "m1", "relation": "actor", "target": "p2", "weight": 10**400}, "field 'weight' must be a finite"),
     ({"op": "delete_edge", "source": "m1", "relation": "unknown", "target": "p1"}, "no edge m1 -unknown-> p1"),
 ])
 def test_bad_fields_are_refused_and_commit_nothing(store, bad, message):
@@ -145,6 +146,7 @@ def test_a_value_keeps_its_columns_kind(store):
         ({"tags": "crime"}, "holds list values"),
         ({"title": 3}, "holds str values"),
         ({"year": 2000.5}, "holds int values"),
+        ({"year": 2**70}, "holds int values; 1180591620717411303424 is a json value"),
     ):
         with pytest.raises(GraphFormatError, match=message):
             apply_update(store, ops({"op": "upsert_node", "id": "m1", "features": bad}))

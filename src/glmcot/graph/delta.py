@@ -93,9 +93,12 @@ def parse_operation(raw: Any, where: str) -> Operation:
         weight = raw.get("weight")
         if weight is not None and (isinstance(weight, bool) or not isinstance(weight, (int, float))):
             raise GraphFormatError(f"{where}: field 'weight' must be a finite number, got {weight!r}")
+        try:
+            weight = None if weight is None else float(weight)
+        except OverflowError:  # an integer beyond a double
+            raise GraphFormatError(f"{where}: field 'weight' must be a finite number, got {weight!r}") from None
         operation = Operation(op, source=_text(raw, "source", where), relation=_text(raw, "relation", where),
-                              target=_text(raw, "target", where), weight=None if weight is None else float(weight),
-                              where=where)
+                              target=_text(raw, "target", where), weight=weight, where=where)
     check_operation(operation)
     return operation
 

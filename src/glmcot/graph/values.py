@@ -29,7 +29,7 @@ def value_kind(value: Any) -> str:
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, int):
-        return "int"
+        return "int" if -(2**63) <= value < 2**63 else "json"  # the writer keeps wider integers as JSON text
     if isinstance(value, float):
         return "float"
     if isinstance(value, str):
