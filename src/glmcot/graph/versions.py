@@ -103,15 +103,18 @@ def version_of(graph: Graph) -> VersionInfo:
 READERS = "readers"  # pins: {"pid", "base", "delta"} files of readers that may still open a version
 
 
-def pin_version(root: str | os.PathLike, info: VersionInfo) -> Path:
+def pin_version(root: str | os.PathLike, info: VersionInfo) -> Path | None:
     """Keep a version's files on disk while this process may still open it (a sandbox worker
     started in the middle of a question opens the question's version, not the newest). Updates
     and compactions remove the files of older versions, except those a live process pinned.
-    Returns the pin's path, for `unpin`."""
+    Returns the pin's path, for `unpin`; None on a read-only store, which no update can change."""
     directory = Path(root) / READERS
-    directory.mkdir(exist_ok=True)
     path = directory / f"{os.getpid()}-{uuid.uuid4().hex[:12]}.json"
-    write_json_atomic(path, {"pid": os.getpid(), **asdict(info)}, indent=None)
+    try:
+        directory.mkdir(exist_ok=True)
+        write_json_atomic(path, {"pid": os.getpid(), **asdict(info)}, indent=None)
+    except OSError:  # read-only (or not ours to write): no update can remove its files either
+        return None
     return path
 
 
