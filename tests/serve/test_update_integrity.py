@@ -149,3 +149,43 @@ def test_reverse_edges_follow_updates_through_the_server(served):
     runtime, client, store = served
     assert update(client, {"op": "upsert_edge", "source": "movie/2", "relation": "director", "target": "person/1"}).status_code == 200
     assert "movie/2" in Graph.open(store).neighbors("person/1", "director" + REVERSE_SUFFIX)
+
+
+def test_through_the_glmcot_serve_command(tmp_path):
+    """The same checks against `glmcot serve` as a user runs it (a subprocess, stopped with SIGTERM)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from glmcot.serve.server import free_port
+
+    from .conftest import wait_for_health
+
+    out = tmp_path / "movies"
+    write_example(out, movies=12, people=8, count=3)
+    import_tables(out / "tables", out / "store", reverse_suffix=REVERSE_SUFFIX)
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("".join(json.dumps(row) + "\n" for row in QUESTIONS))
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "glmcot.cli", "serve", "--graph", f"movies={out / 'store'}", "--scripted", str(questions),
+         "--retriever", "lexical", "--port", str(port), "--max-concurrency", "1"],
+        env={**os.environ, "GLMCOT_API_KEY": KEY}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_health(process, url, 600)
+        with httpx.Client(base_url=url, timeout=120) as client:
+            bad = update(client, {"op": "upsert_node", "id": "movie/1", "features": {"genres": ["X"]}, "replace": "false"})
+            assert bad.status_code == 400 and "field 'replace' must be true or false" in bad.json()["error"]["message"]
+            assert update(client, {"op": "upsert_node", "id": "movie/1", "features": {
+                "genres": ["Drama", "Heist"], "meta": {"cast": ["Al"], "studio": "Warner"}}}).status_code == 200
+            assert "FORGED" in ask(client, "mutate")
+            assert ask(client, "read") == "Drama; Heist" and ask(client, "info") == "False"
+            assert ask(client, "meta") == "{'cast': ['Al'], 'studio': 'Warner'}"
+            assert Graph.open(out / "store").feature("movie/1", "title") == "The Midnight Archive"  # replace was refused
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            output, _ = process.communicate(timeout=600)
+            assert "Traceback" not in output
