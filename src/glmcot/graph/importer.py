@@ -10,10 +10,9 @@ The real files' shapes are read as Graph-CoT reads them (Python's ``json.load``;
 neighbour ids that name no node stay in their lists (and degrees), counted in the report;
 ``NaN``/``Infinity`` tokens and numbers beyond a double (``1e999``) are floats, integers beyond 64
 bits stay exact, lone surrogate escapes (``\\ud800``) stay lone surrogates; a ``null`` feature
-exists with the value None; and a
-neighbour value that is an object of lists (legal's citation-depth-keyed ``reference`` /
-``cited_by`` before GRBench's post-processing) is one list, concatenated in key order as that
-post-processing does.
+exists with the value None; and a neighbour value that is an object of lists (legal's
+citation-depth-keyed ``reference`` / ``cited_by`` before GRBench's post-processing) is one list,
+concatenated in key order as that post-processing does.
 """
 
 from __future__ import annotations
