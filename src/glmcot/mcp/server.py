@@ -126,7 +126,7 @@ def build_server(desk_for: DeskFor, *, name: str = "glmcot", version: str = "") 
 
     @server.tool(name="NodeFeature", description="One feature value of a node (graph_schema lists the "
                  "features of each node type).", annotations=READ_ONLY)
-    async def node_feature(graph: str, node_id: str, feature: str, ctx: Context) -> Any:
+    async def node_feature(graph: str, node_id: str, feature: str, ctx: Context) -> str | int | float | list[Any] | None:
         return await primitive(ctx, graph, PrimitiveCall("NodeFeature", {"node_id": node_id, "feature": feature}))
 
     @server.tool(name="NeighbourCheck", description="The ids of a node's neighbours along a relation (at most "
