@@ -51,8 +51,8 @@ def child_env() -> dict[str, str]:
             "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
 
 
-def start(args: list[str], port: int) -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen([sys.executable, "-m", "glmcot.cli", *args, "--port", str(port)],
+def start(args: list[str], port: int, cwd: Path | None = None) -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen([sys.executable, "-m", "glmcot.cli", *args, "--port", str(port)], cwd=cwd,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env())
     url = f"http://127.0.0.1:{port}"
     try:
