@@ -80,3 +80,27 @@ def test_bad_requests_get_clear_errors(client):
     # the scripted policy only knows its own questions: a clear 400, not a failure inside the agent
     with pytest.raises(openai.BadRequestError, match="not in the server's questions file"):
         client.chat.completions.create(model="glm/dblp", messages=ask("What is the meaning of life?"))
+
+
+def test_a_client_leaving_a_stream_frees_its_slot(served):
+    import time
+
+    import httpx
+
+    from .conftest import auth
+
+    body = {"model": "glm/dblp", "stream": True, "messages": [{"role": "user", "content": BY_QID["s-1"]["question"]}]}
+    with httpx.Client(base_url=served, headers=auth("reader"), timeout=120) as client:
+        with client.stream("POST", "/v1/chat/completions", json=body) as response:
+            assert response.status_code == 200
+            next(response.iter_lines())   # the first chunk, then the client goes away
+        deadline = time.monotonic() + 60
+        while True:
+            metrics = client.get("/metrics").text
+            (line,) = [line for line in metrics.splitlines() if line.startswith("glmcot_requests_in_flight ")]
+            if float(line.split()[-1]) == 0:
+                break
+            assert time.monotonic() < deadline, line
+            time.sleep(0.2)
+        answered = client.post("/v1/chat/completions", json={**body, "stream": False})
+        assert answered.json()["choices"][0]["message"]["content"] == BY_QID["s-1"]["answer"]
