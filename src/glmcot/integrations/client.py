@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from glmcot.agents.trace import TraceEvent, event_from_dict
-from glmcot.serve.ask import event_views
-from glmcot.serve.graph_models import step_text
-from glmcot.system.graph_calls import GraphCalls
+from glmcot.agents.trace import event_from_dict
+from glmcot.serve.graph_models import steps_of
+from glmcot.system.graph_calls import GraphCalls, touched_node_ids
 
 MAX_CHUNKS = 20   # vertex chunks reported with an answer
 TOOL_DESCRIPTION = ("Answers a question over the knowledge graph {graph!r} with glmcot's {method} agents, which "
@@ -75,20 +74,6 @@ class Graph(Protocol):
     async def aask(self, question: str) -> GraphAnswer: ...
 
 
-def steps_of(trace: list[TraceEvent]) -> list[str]:
-    return [line for event in trace for name, payload in event_views(event) if (line := step_text(name, payload))]
-
-
-def touched_ids(trace: list[TraceEvent]) -> list[str]:
-    seen: dict[str, None] = {}
-    for event in trace:
-        result = getattr(event, "result", None)
-        if isinstance(result, dict):
-            for node_id in result.get("touched") or []:
-                seen.setdefault(str(node_id), None)
-    return list(seen)[:MAX_CHUNKS]
-
-
 class HttpGraph:
     """A graph on a running `glmcot serve` at `url` (e.g. http://127.0.0.1:8000)."""
 
@@ -144,7 +129,7 @@ class HttpGraph:
 
         with httpx.Client(base_url=self.url, headers=self.headers, timeout=self.timeout_s) as client:
             data = self._check(client.post("/v1/ask", json=self._ask_body(question)))
-            ids = touched_ids([event_from_dict(event) for event in data.get("trace") or []])
+            ids = touched_node_ids([event_from_dict(event) for event in data.get("trace") or []], MAX_CHUNKS)
             chunks = [GraphDocument(graph=self.name, **self._check(client.get(self._path("nodes/" + quote(i, safe="")))))
                       for i in ids]
         return self._answer(data, chunks)
@@ -154,7 +139,7 @@ class HttpGraph:
 
         async with httpx.AsyncClient(base_url=self.url, headers=self.headers, timeout=self.timeout_s) as client:
             data = self._check(await client.post("/v1/ask", json=self._ask_body(question)))
-            ids = touched_ids([event_from_dict(event) for event in data.get("trace") or []])
+            ids = touched_node_ids([event_from_dict(event) for event in data.get("trace") or []], MAX_CHUNKS)
             chunks = [GraphDocument(graph=self.name,
                                     **self._check(await client.get(self._path("nodes/" + quote(i, safe="")))))
                       for i in ids]

@@ -54,7 +54,6 @@ def mount(app: Any, config: ServeConfig) -> Any:
     """Adds the streamable HTTP MCP endpoint at /mcp to a serve app (its middleware: keys, body
     limit, metrics) and runs the SDK's session manager inside the app's lifespan."""
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
-    from mcp.shared.exceptions import MCPError  # noqa: F401 - the SDK is present
 
     from glmcot.mcp.server import build_server
     from glmcot.serve.security import presented_key

@@ -19,13 +19,12 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp_types import ToolAnnotations
+from mcp.types import ToolAnnotations
 
 from glmcot.serve import errors
 from glmcot.serve.graph_desk import Desk
-from glmcot.serve.graph_models import step_text
-from glmcot.serve.ask import event_views
-from glmcot.system.graph_calls import CallError, PrimitiveCall
+from glmcot.serve.graph_models import steps_of
+from glmcot.system.graph_calls import CallError, GraphCalls, PrimitiveCall
 
 INSTRUCTIONS = (
     "Question answering over knowledge graphs. Call list_graphs first. ask_graph answers a whole "
@@ -90,11 +89,8 @@ def build_server(desk_for: DeskFor, *, name: str = "glmcot", version: str = "") 
             handle, result = await the_desk.answer(graph, method, question, endpoint="mcp")
         except errors.APIError as error:
             raise _tool_error(error) from None
-        from glmcot.system.graph_calls import GraphCalls
-
         chunks = GraphCalls(handle.context).chunks_used(result.trace) if handle.context is not None else []
-        steps = [line for event in result.trace for name, payload in event_views(event)
-                 if (line := step_text(name, payload))]
+        steps = steps_of(result.trace)
         return {"graph": handle.name, "method": method, "answer": result.answer, "failure": result.failure,
                 "failure_detail": getattr(result, "failure_detail", None), "steps": steps,
                 "chunks": [asdict(chunk) for chunk in chunks],

@@ -92,12 +92,12 @@ def step_text(name: str, payload: dict[str, Any]) -> str | None:
 
 
 def _steps(event: Any) -> list[str]:
-    lines = []
-    for name, payload in event_views(event):
-        line = step_text(name, payload)
-        if line:
-            lines.append(line + "\n")
-    return lines
+    return [line + "\n" for name, payload in event_views(event) if (line := step_text(name, payload))]
+
+
+def steps_of(trace: list[Any]) -> list[str]:
+    """A question's trace as the steps a person reads (one string each)."""
+    return [line for event in trace for name, payload in event_views(event) if (line := step_text(name, payload))]
 
 
 def _content(result: Any) -> str:

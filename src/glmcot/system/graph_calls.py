@@ -149,21 +149,26 @@ class GraphCalls:
                 for node_type in graph.node_types]
 
     def chunks_used(self, trace: list[Any], limit: int = 20) -> list[VertexChunk]:
-        """The vertex chunks a question's snippets looked at (the sandbox's touched nodes), in
-        first-seen order, at most `limit`."""
-        seen: dict[str, None] = {}
-        for event in trace:
-            result = getattr(event, "result", None)
-            if isinstance(result, dict):
-                for node_id in result.get("touched") or []:
-                    seen.setdefault(str(node_id), None)
+        """The vertex chunks of the nodes a question's snippets looked at (touched_node_ids)."""
         chunks = []
-        for node_id in list(seen)[:limit]:
+        for node_id in touched_node_ids(trace, limit):
             try:
                 chunks.append(self.chunk(node_id))
             except (GraphToolError, CallError):
                 continue   # a node the question saw on a version since replaced
         return chunks
+
+
+def touched_node_ids(trace: list[Any], limit: int = 20) -> list[str]:
+    """The nodes a question's snippets looked at (the sandbox's touched ids), first seen first,
+    at most `limit`."""
+    seen: dict[str, None] = {}
+    for event in trace:
+        result = getattr(event, "result", None)
+        if isinstance(result, dict):
+            for node_id in result.get("touched") or []:
+                seen.setdefault(str(node_id), None)
+    return list(seen)[:limit]
 
 
 class _ServiceRetriever:
