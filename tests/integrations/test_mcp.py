@@ -141,3 +141,41 @@ def test_http_every_tool_with_keys_and_bad_input(mcp_http):
         assert huge.status_code == 413
         assert http.get("/health").status_code == 200
         assert http.get("/v1/graphs", headers={"Authorization": f"Bearer {KEYS['reader']}"}).status_code == 200
+
+
+def test_stdio_malformed_messages_and_a_clean_exit(dataset):
+    """Raw JSON-RPC lines as a broken host might send them: the server answers what it can,
+    refuses the rest with JSON-RPC errors, keeps serving, and exits 0 when stdin closes."""
+    import subprocess
+
+    process = subprocess.Popen([sys.executable, "-m", "glmcot.cli", "mcp", "--graph", f"dblp={dataset}", "--scripted",
+                                str(dataset / "questions.jsonl"), "--retriever", "lexical"], env=child_env(),
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def send(message) -> None:
+        process.stdin.write((message if isinstance(message, str) else json.dumps(message)) + "\n")
+        process.stdin.flush()
+
+    def reply() -> dict:
+        return json.loads(process.stdout.readline())
+
+    try:
+        send("this is not JSON")   # dropped, with a note on stderr; nothing is answered for it
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+        assert reply()["id"] == 1
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "NodeInfo", "arguments": "p1"}})
+        assert reply()["error"]["code"] == -32602
+        send({"jsonrpc": "2.0", "id": 3, "method": "graphs/drop"})
+        assert reply()["error"]["code"] == -32601
+        send({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+            "name": "NodeDegree", "arguments": {"graph": "dblp", "node_id": "p1", "relation": "author"}}})
+        assert reply()["result"]["structuredContent"] == {"result": 2}
+        process.stdin.close()
+        assert process.wait(60) == 0
+        assert "Traceback" not in process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
