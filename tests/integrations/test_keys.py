@@ -85,3 +85,18 @@ def test_edits_are_picked_up_and_a_broken_edit_keeps_the_last_keys(tmp_path, mon
     path.write_text("{ half written")
     os.utime(path, (time.time() + 10, time.time() + 10))
     assert access.grant("second-key-01") is not None
+
+
+@pytest.mark.parametrize("command", ["serve", "mcp"])
+def test_a_broken_keys_file_stops_the_command_with_its_reason(tmp_path, command):
+    from typer.testing import CliRunner
+
+    from glmcot.cli import app
+
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("")
+    bad = write(tmp_path / "keys.json", [{"name": "x", "key": "short"}])
+    extra = ["--transport", "http"] if command == "mcp" else []
+    result = CliRunner().invoke(app, [command, *extra, "--scripted", str(questions), "--keys-file", str(bad)])
+    assert result.exit_code == 2
+    assert "key: a string of at least 8 characters" in result.output

@@ -61,7 +61,7 @@ def serve(
         help="Serve /docs and /openapi.json without the API key.")] = False,
     keys_file: Annotated[Optional[Path], typer.Option(
         help="Per-graph API keys (JSON: name, key or key_sha256, graphs, update, admin, "
-        "requests_per_minute); re-read when it changes. README, 'Keys'.")] = None,
+        "requests_per_minute); re-read when it changes. README, 'Use it from your agent framework'.")] = None,
     max_graph_calls: Annotated[int, typer.Option(
         help="Primitive calls one POST /v1/graphs/{name}/call may carry (400 past it).")] = 32,
     watch_graphs: Annotated[Optional[float], typer.Option(
