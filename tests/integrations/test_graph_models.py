@@ -104,3 +104,11 @@ def test_a_client_leaving_a_stream_frees_its_slot(served):
             time.sleep(0.2)
         answered = client.post("/v1/chat/completions", json={**body, "stream": False})
         assert answered.json()["choices"][0]["message"]["content"] == BY_QID["s-1"]["answer"]
+
+
+def test_parameters_a_graph_model_cannot_honour_are_refused_by_name(client):
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
+    with pytest.raises(openai.BadRequestError, match="tools is not supported by graph models"):
+        client.chat.completions.create(model="glm/dblp", messages=ask(BY_QID["s-0"]["question"]), tools=tools)
+    with pytest.raises(openai.BadRequestError, match="logprobs is not supported"):
+        client.chat.completions.create(model="glm/dblp", messages=ask(BY_QID["s-0"]["question"]), logprobs=True)

@@ -58,8 +58,9 @@ def _last_user_text(body: Any) -> str:
 def _refuse_unsupported(body: Any) -> None:
     if body.n != 1:
         raise errors.APIError(400, "a graph model gives one answer per request (n=1)", code="unsupported_parameter")
-    for name in ("tools", "functions", "response_format", "logprobs"):
-        value = (body.model_extra or {}).get(name) if name in (body.model_extra or {}) else getattr(body, name, None)
+    extra = body.model_extra or {}
+    asked = {"logprobs": body.logprobs, **{name: extra.get(name) for name in ("tools", "functions", "response_format")}}
+    for name, value in asked.items():
         if value not in (None, False, [], {"type": "text"}):
             raise errors.APIError(400, f"{name} is not supported by graph models", code="unsupported_parameter")
 
