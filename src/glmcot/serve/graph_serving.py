@@ -57,7 +57,8 @@ class GraphServing:
 
     @asynccontextmanager
     async def running(self, state: Any) -> AsyncIterator[None]:
-        """While the server runs: the store-version watcher (--watch-graphs)."""
+        """While the server runs: the store-version watcher (--watch-graphs); at shutdown the
+        graph lookups' lane is drained like the others."""
         if self.config.watch_graphs_s and state.runtime is not None:
             self.watcher = GraphWatcher(state.runtime, self.config.watch_graphs_s).start()
         try:
@@ -65,6 +66,9 @@ class GraphServing:
         finally:
             if self.watcher is not None:
                 self.watcher.stop()
+            lookups = getattr(self.app.state, "lookups", None)
+            if lookups is not None:   # new graph lookups get 503 while shutting down, as questions do
+                await lookups.drain(self.config.shutdown_grace_s)
 
 
 def install(app: Any, config: ServeConfig) -> GraphServing:
