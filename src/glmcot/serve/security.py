@@ -15,6 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from glmcot.serve.errors import error_body
 
 OPEN_PATHS = frozenset({"/health"})
+OPEN_PREFIXES = ("/ui",)   # the trace page and its assets: no secrets; its API calls send the key
 DOCS_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"})
 
 
@@ -48,7 +49,9 @@ class ApiKeyMiddleware:
         self.open_paths = OPEN_PATHS | (DOCS_PATHS if public_docs else frozenset())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self.open_paths:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or path in self.open_paths or any(
+                path == prefix or path.startswith(prefix + "/") for prefix in OPEN_PREFIXES):
             await self.app(scope, receive, send)
             return
         key = presented_key(scope["headers"])
