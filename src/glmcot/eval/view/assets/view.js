@@ -273,9 +273,27 @@
       return;
     }
     var count = this.nodeCount;
-    var layout = count <= 80 ? { name: "cose", animate: false, randomize: false, nodeRepulsion: 8000, numIter: 600 }
-      : { name: "concentric", animate: false, minNodeSpacing: 4,
-          concentric: function (node) { return 1000 - (Number(node.data("step")) || 0); }, levelWidth: function () { return 1; } };
+    // Small subgraphs get a force layout; large ones one cluster per step around a circle, in
+    // step order (linear time), so a 500-node walk draws at once.
+    var layout = { name: "cose", animate: false, randomize: false, nodeRepulsion: 8000, numIter: 600 };
+    if (count > 80) {
+      var groups = {};
+      elements.forEach(function (item) {
+        if (item.group === "nodes") (groups[item.data.step] = groups[item.data.step] || []).push(item);
+      });
+      var keys = Object.keys(groups).sort(function (a, b) { return a - b; });
+      var widest = Math.max.apply(null, keys.map(function (k) { return 9 * Math.sqrt(groups[k].length + 1); }));
+      var ring = Math.max(60, keys.length * 2.2 * widest / (2 * Math.PI));
+      keys.forEach(function (key, k) {
+        var angle = 2 * Math.PI * k / keys.length - Math.PI / 2;
+        var cx = keys.length > 1 ? ring * Math.cos(angle) : 0, cy0 = keys.length > 1 ? ring * Math.sin(angle) : 0;
+        groups[key].forEach(function (item, i) {
+          var radius = 9 * Math.sqrt(i), turn = i * 2.39996;
+          item.position = { x: cx + radius * Math.cos(turn), y: cy0 + radius * Math.sin(turn) };
+        });
+      });
+      layout = { name: "preset", fit: true, padding: 10 };
+    }
     if (window.glmcotCy) window.glmcotCy.destroy();
     var self = this;
     var big = count > 150;
