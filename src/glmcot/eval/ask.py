@@ -9,8 +9,8 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from glmcot.agents.trace import (AgentError, Answer, Classification, GraphCoTStep, LLMCall, NotebookUpdate, Reasoning,
-                                 SnippetRun, TraceEvent)
+from glmcot.agents.trace import (AgentError, Answer, Classification, GraphCoTStep, LLMCall, NotebookUpdate,
+                                 PrefetchTiming, Reasoning, SnippetRun, TraceEvent)
 from glmcot.agents.records import QuestionResult
 from glmcot.eval.config import EvalConfig
 from glmcot.eval.progress import console as make_console
@@ -61,6 +61,12 @@ def trace_rows(events: list[TraceEvent]) -> list[tuple[str, str, str, str]]:
                      if event.prefetched else "")
             rows.append((f"snippet (step {event.step})", f"{event.code or ''}\n{outcome}{extra}", "",
                          _seconds(result.get("seconds") or result.get("elapsed_s"))))
+        elif isinstance(event, PrefetchTiming):
+            search = (f"search {event.search_start_s:.3f}-{event.search_end_s:.3f} s"
+                      if event.search_start_s is not None and event.search_end_s is not None else event.source)
+            rows.append((f"prefetch (step {event.step})",
+                         f"RetrieveNode({_one_line(event.text, 80)!r}) seen at {event.seen_s:.3f} s, {search}, "
+                         f"decoding ended at {event.decode_end_s:.3f} s", "", ""))
         elif isinstance(event, Reasoning):
             decision = f"missing: {_one_line(event.missing)}" if event.missing is not None else \
                 f"answer: {_one_line(event.answer)}"
