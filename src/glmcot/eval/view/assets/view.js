@@ -428,7 +428,8 @@
     this.done = true;
     if (this.graphTimer) { clearTimeout(this.graphTimer); this.graphTimer = null; }
     this.drawGraph();
-    if (!this.nodeCount) $("graph-count").textContent = "0 nodes · 0 relations followed";
+    if (!this.nodeCount) $("graph-count").textContent = "0 nodes · 0 relations followed" + (this.scratch
+      ? " (Graph-CoT's actions are shown in its scratchpad, not recorded as a subgraph)" : "");
     document.body.setAttribute("data-done", "1");
   };
 
