@@ -103,9 +103,14 @@ def test_the_stream_carries_the_walked_subgraph_levels_and_pipelining(served):
     assert events[-1][1]["answer"] == MULTI["answer"]
     calls = [data for name, data in events if name == "llm"]
     assert {"classify", "reason", "act"} <= {call["agent"] for call in calls}
-    for call in calls:   # the prompt's size by priority level, for the cache bars
-        assert call["levels"] and all(level in {"1", "2", "3", "4"} for level in call["levels"])
-        assert call["levels"]["1"]["chars"] > 0
+    for call in calls:   # the prompt by priority level as the engine counted it: the cache bars
+        levels = call["levels"]
+        assert levels and set(levels) <= {"1", "2", "3", "4"} and levels["1"]["chars"] > 0
+        assert sum(level["prompt"] for level in levels.values()) == call["prompt_tokens"]
+        assert sum(level["cached"] for level in levels.values()) == call["cached_tokens"]
+    # the second R-Agent call finds its P1 instructions cached, prefilled by the first
+    reasons = [call for call in calls if call["agent"] == "reason"]
+    assert reasons[-1]["levels"]["1"]["cached"] > 0
     snippets = [data for name, data in events if name == "retrieval"]
     assert snippets and all(s["result"]["ok"] for s in snippets)
     first = snippets[0]["result"]
@@ -247,6 +252,12 @@ def test_a_person_asks_and_watches_the_glm_agents(browser, served, artifacts):
         segments = bar.find_elements(By.CSS_SELECTOR, ".seg")
         assert sum(segment.size["width"] for segment in segments[:2]) > 0
     assert "cached" in calls[0].text and "computed" in calls[0].text
+    # and below it the prompt by level, measured: solid cached and faded computed parts
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#calls .bar.levels.measured")) == len(calls)
+    cached_p1 = browser.execute_script(
+        "return [...document.querySelectorAll('#calls .call[data-agent=reason] .bar.levels .seg[data-level=\"1\"]"
+        ":not(.computed-part)')].map(s => Number(s.dataset.cached))")
+    assert cached_p1 and cached_p1[-1] > 0
     # the snippets with their output
     snippets = browser.find_elements(By.CSS_SELECTOR, "#calls .snippet .code")
     assert snippets and 'RetrieveNode("Fast Graph Sampling")' in snippets[0].text

@@ -130,15 +130,26 @@
     var computedSeg = el("div", { class: "seg computed" });
     var outputSeg = el("div", { class: "seg output" });
     cacheBar.appendChild(cachedSeg); cacheBar.appendChild(computedSeg); cacheBar.appendChild(outputSeg);
-    var levelBar = el("div", { class: "bar levels", title: levels.measured ? "prompt tokens by level (engine)"
-      : "prompt by level (tokens estimated from characters)" });
-    var levelSegs = levels.parts.map(function (part) {
-      var tip = (LEVEL_NAMES[part.level] || "P" + part.level) + ": " + Math.round(part.tokens) + " tokens"
-        + (part.cached === null ? " (estimated)" : ", " + part.cached + " cached");
-      var seg = el("div", { class: "seg l" + part.level, title: tip });
-      levelBar.appendChild(seg);
-      return { seg: seg, tokens: part.tokens };
+    var levelBar = el("div", { class: "bar levels" });
+    var levelSegs = [];
+    levels.parts.forEach(function (part) {
+      var name = LEVEL_NAMES[part.level] || "P" + part.level;
+      if (part.cached === null) {   // estimated: the level's share of the prompt only
+        var seg = el("div", { class: "seg l" + part.level, title: name + ": about " + Math.round(part.tokens)
+          + " tokens (estimated from characters)" });
+        levelBar.appendChild(seg);
+        levelSegs.push({ seg: seg, tokens: part.tokens });
+        return;
+      }
+      // measured by the engine: the level's cached tokens solid, its computed ones faded
+      var hit = el("div", { class: "seg l" + part.level, "data-level": part.level, "data-cached": part.cached,
+        title: name + ": " + part.cached + " of " + part.tokens + " tokens cached" });
+      var miss = el("div", { class: "seg computed-part l" + part.level, "data-level": part.level,
+        title: name + ": " + (part.tokens - part.cached) + " of " + part.tokens + " tokens computed" });
+      levelBar.appendChild(hit); levelBar.appendChild(miss);
+      levelSegs.push({ seg: hit, tokens: part.cached }, { seg: miss, tokens: part.tokens - part.cached });
     });
+    if (levels.measured) levelBar.classList.add("measured");
     var row = el("div", { class: "call", "data-agent": label, "data-step": data.step }, head, cacheBar, levelBar);
     if (data.text) row.appendChild(el("div", { class: "reply" }, data.text));
     $("calls").appendChild(row);
