@@ -321,11 +321,19 @@
           "border-color": "data(colour)" } },
         { selector: "node:selected", style: { "border-width": 3, "border-color": "#000" } },
         { selector: "edge", style: { "width": 1.2, "line-color": "data(colour)", "target-arrow-color": "data(colour)",
-          "target-arrow-shape": "triangle", "curve-style": big ? "haystack" : "bezier", "label": big ? "" : "data(label)",
+          "target-arrow-shape": "triangle", "curve-style": big ? "haystack" : "bezier", "label": this.edgeCount > 12 ? "" : "data(label)",
           "font-size": 7, "color": "#555", "text-rotation": "autorotate" } }
       ]
     });
+    if (cy.zoom() > 1.3) { cy.zoom(1.3); cy.center(); }   // a few nodes: keep the labels readable
     cy.on("tap", "node", function (event) { self.showNode(event.target.id()); });
+    cy.on("tap", "edge", function (event) {
+      var edge = event.target, box = $("node-info");
+      box.textContent = "";
+      box.appendChild(el("div", null, "relation followed: ", el("b", null, edge.data("label")), " from "
+        + (self.nodes[edge.data("source")].label || edge.data("source")) + " to "
+        + (self.nodes[edge.data("target")].label || edge.data("target"))));
+    });
   };
 
   View.prototype.showNode = function (id) {
