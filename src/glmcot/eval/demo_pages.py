@@ -45,7 +45,7 @@ def write_trace_pages(question: QuestionRecord, dataset: Path, config: EvalConfi
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
         "frame-src 'self' file:\"><title>glmcot demo: GLM and Graph-CoT on one question</title><style>"
         "body{margin:0;font:14px system-ui,sans-serif}h1{font-size:16px;margin:8px}"
-        ".two{display:grid;grid-template-columns:1fr 1fr;gap:6px}h2{font-size:14px;margin:4px 8px}"
+        ".two{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:6px}h2{font-size:14px;margin:4px 8px}"
         "iframe{width:100%;height:calc(100vh - 90px);border:1px solid #ccc}</style></head><body>"
         f"<h1>{escape(question.question)}</h1><div class=\"two\">{frames}</div></body></html>\n"))
     pages["side-by-side"] = str(side)

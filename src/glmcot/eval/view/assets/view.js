@@ -67,6 +67,7 @@
     $("node-info").textContent = "";
     $("node-info").appendChild(el("span", { class: "note" }, "click a node to see its vertex chunk"));
     if (window.glmcotCy) { window.glmcotCy.destroy(); window.glmcotCy = null; }
+    $("cy").style.display = "";
     document.body.removeAttribute("data-done");
   };
 
@@ -447,6 +448,7 @@
     this.done = true;
     if (this.graphTimer) { clearTimeout(this.graphTimer); this.graphTimer = null; }
     this.drawGraph();
+    $("cy").style.display = this.nodeCount ? "" : "none";   // nothing to draw: no empty canvas
     if (!this.nodeCount) $("graph-count").textContent = "0 nodes · 0 relations followed" + (this.scratch
       ? " (Graph-CoT's actions are shown in its scratchpad, not recorded as a subgraph)" : "");
     document.body.setAttribute("data-done", "1");
