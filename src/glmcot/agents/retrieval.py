@@ -162,12 +162,11 @@ class RetrievalService:
             lookup = getattr(future, "lookup", None)
             return Lookup("cache") if lookup is None or lookup.source == "cache" else \
                 Lookup("in flight", lookup.started, lookup.finished)
-        if new:
-            with self._lock:
-                self.stats["prefetches"] += 1
-                self._prefetched[key] = None
-                while len(self._prefetched) > self.max_inflight:
-                    self._prefetched.popitem(last=False)
+        with self._lock:
+            self.stats["prefetches"] += 1
+            self._prefetched[key] = None
+            while len(self._prefetched) > self.max_inflight:
+                self._prefetched.popitem(last=False)
         return future.lookup  # type: ignore[attr-defined]
 
     def resolve(self, text: str) -> str:
