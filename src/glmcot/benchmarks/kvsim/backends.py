@@ -253,7 +253,7 @@ class VllmKV:
 
     def get_computed_blocks(self, request: Request):
         vreq = self._vllm_request(request)
-        blocks, hit = self.manager.get_computed_blocks(vreq)
+        blocks, hit = self.manager.get_computed_blocks(vreq)[:2]
         self._hits[request.request_id] = hit
         return blocks, hit
 
