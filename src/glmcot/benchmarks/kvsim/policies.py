@@ -40,8 +40,10 @@ class PinningEviction(EvictionPolicy):
     def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
         self._empty: OrderedDict[int, KVBlock] = OrderedDict()
-        self._lru: OrderedDict[int, KVBlock] = OrderedDict()
+        self._lru: dict[int, KVBlock] = {}  # free, unpinned, holding content
+        self._lru_heap: list[tuple[int, int]] = []  # (free order, block id), lazy
         self._pinned: dict[int, KVBlock] = {}  # free and pinned
+        self._freed: dict[int, int] = {}  # free block id -> when it was freed (its LRU place, kept through a pin)
         self._deadlines: dict[int, float] = {}  # block id -> pin deadline (free or in use)
         self._heap: list[tuple[float, int, int]] = []  # (deadline, seq, block id), lazy
         self._seq = itertools.count()
@@ -54,15 +56,19 @@ class PinningEviction(EvictionPolicy):
                 continue
             self._deadlines[block.block_id] = until
             heapq.heappush(self._heap, (until, next(self._seq), block.block_id))
-            if block.block_id in self._lru:
-                del self._lru[block.block_id]
+            if self._lru.pop(block.block_id, None) is not None:
                 self._pinned[block.block_id] = block
 
     def release(self, blocks: Iterable["KVBlock"]) -> None:
         for block in blocks:
-            if self._deadlines.pop(block.block_id, None) is not None and block.block_id in self._pinned:
-                del self._pinned[block.block_id]
-                self._lru[block.block_id] = block
+            if self._deadlines.pop(block.block_id, None) is not None:
+                self._unpin(block.block_id)
+
+    def _unpin(self, block_id: int) -> None:
+        block = self._pinned.pop(block_id, None)
+        if block is not None:  # back at its place in the LRU order
+            self._lru[block_id] = block
+            heapq.heappush(self._lru_heap, (self._freed[block_id], block_id))
 
     def _lapse(self) -> None:
         now = self.clock()
@@ -71,31 +77,37 @@ class PinningEviction(EvictionPolicy):
             if self._deadlines.get(block_id) != until:
                 continue
             del self._deadlines[block_id]
-            block = self._pinned.pop(block_id, None)
-            if block is not None:
-                self._lru[block_id] = block
+            self._unpin(block_id)
 
     # ---- EvictionPolicy
     def add(self, block: "KVBlock") -> None:
+        order = next(self._seq)
+        self._freed[block.block_id] = order
         if not _holds(block):
             self._empty[block.block_id] = block
         elif block.block_id in self._deadlines:
             self._pinned[block.block_id] = block
         else:
             self._lru[block.block_id] = block
+            heapq.heappush(self._lru_heap, (order, block.block_id))
 
     def remove(self, block: "KVBlock") -> None:
         for table in (self._lru, self._pinned, self._empty):
             if table.pop(block.block_id, None) is not None:
+                del self._freed[block.block_id]
                 return
         raise KeyError(f"block {block.block_id} is not free")
 
     def pop(self) -> "KVBlock":
         self._lapse()
         if self._empty:
-            return self._empty.popitem(last=False)[1]
-        if self._lru:
-            block = self._lru.popitem(last=False)[1]
+            block = self._empty.popitem(last=False)[1]
+        elif self._lru:
+            while True:
+                order, block_id = heapq.heappop(self._lru_heap)
+                if block_id in self._lru and self._freed.get(block_id) == order:
+                    break
+            block = self._lru.pop(block_id)
         elif self._pinned:  # everything free is pinned: the pin that lapses first goes
             while True:
                 until, _, block_id = heapq.heappop(self._heap)
@@ -105,18 +117,21 @@ class PinningEviction(EvictionPolicy):
             self.pinned_evictions += 1
         else:
             raise IndexError("no free KV blocks")
+        del self._freed[block.block_id]
         self._deadlines.pop(block.block_id, None)
         return block
 
     def update(self, block: "KVBlock") -> None:
         if block.block_id in self._empty and _holds(block):
             del self._empty[block.block_id]
+            del self._freed[block.block_id]
             self.add(block)
-        elif not _holds(block) and block.block_id not in self._empty:
-            if self._lru.pop(block.block_id, None) is not None or self._pinned.pop(block.block_id, None) is not None:
-                self._deadlines.pop(block.block_id, None)
-                self._empty[block.block_id] = block
-                self._empty.move_to_end(block.block_id, last=False)
+        elif not _holds(block) and block.block_id not in self._empty and block.block_id in self._freed:
+            self._lru.pop(block.block_id, None)
+            self._pinned.pop(block.block_id, None)
+            self._deadlines.pop(block.block_id, None)
+            self._empty[block.block_id] = block
+            self._empty.move_to_end(block.block_id, last=False)
 
     def __len__(self) -> int:
         return len(self._empty) + len(self._lru) + len(self._pinned)
