@@ -75,6 +75,7 @@ class CostConstants:
     allreduce_latency_s: float = 8e-6  # per all-reduce on NVLink at small sizes (assumption, NCCL ring, 8 GPUs)
     gpu_memory_utilization: float = 0.9  # vLLM's default
     activation_reserve_gb: float = 2.0  # per GPU, activations and CUDA graphs (assumption; vLLM profiles it)
+    additive: bool = False  # compute and memory time add up instead of overlapping (a CPU: calibrate.py)
 
 
 GPUS = {
@@ -144,7 +145,8 @@ class Deployment:
             size = tokens * m.hidden * m.dtype_bytes
             per = c.allreduce_latency_s + 2 * (self.tp - 1) / self.tp * size / (g.nvlink_gb_s / 2 * 1e9)
             allreduce = 2 * m.layers * per
-        return max(compute, memory) + allreduce + c.step_overhead_s
+        busy = compute + memory if c.additive else max(compute, memory)
+        return busy + allreduce + c.step_overhead_s
 
     def describe(self) -> dict:
         return {"label": self.label, "tp": self.tp, "gpu": vars(self.gpu), "model": vars(self.model),
@@ -162,7 +164,12 @@ def _override(obj, items: list[str]):
             raise ValueError(f"{item!r}: expected KEY=VALUE with KEY one of {', '.join(names)}")
         current = getattr(obj, key)
         try:
-            changes[key] = type(current)(value) if not isinstance(current, str) else value
+            if isinstance(current, bool):
+                if value.lower() not in ("true", "false", "1", "0"):
+                    raise ValueError
+                changes[key] = value.lower() in ("true", "1")
+            else:
+                changes[key] = type(current)(value) if not isinstance(current, str) else value
         except ValueError:
             raise ValueError(f"{item!r}: {key} must be a {type(current).__name__}") from None
     return replace(obj, **changes)
