@@ -208,3 +208,25 @@ def test_quick_sweep_counts(tmp_path):
         if arm == "native-glm":
             assert row["evictions"]["p1"] <= lru["evictions"]["p1"]
     assert set(result["medians"]["H100:Qwen3-8B:1"]) == {"native-lru", "native-glm", "native-glm-chunks", "session-ttl"}
+
+
+def test_glmcot_bench_kvsim_quick_records_and_counts(tmp_path):
+    """What CI runs: `glmcot bench kvsim --quick` records the scripted policy's sessions (dblp)
+    and sweeps them; asserted are counts only, never time."""
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "GLMCOT_VLLM_VENV": str(tmp_path / "no-vllm")}
+    done = subprocess.run([sys.executable, "-c", "from glmcot.cli import app; app()", "bench", "kvsim", "--quick",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    result = json.loads((tmp_path / "kvsim.json").read_text())
+    assert result["trace"]["method"] == "glm" and result["trace"]["sessions"] > 5
+    rows = result["rows"]
+    native = {r["arm"] for r in rows}
+    assert {"native-lru", "native-glm", "native-glm-chunks", "continuum", "session-ttl", "kvflow"} <= native
+    assert all(r["questions"] == r["sessions"] and r["calls"] > r["questions"] for r in rows)
+    for load in {r["load"] for r in rows}:
+        largest = max(r["pool_tokens"] for r in rows if r["load"] == load)
+        full = [r for r in rows if r["load"] == load and r["pool_tokens"] == largest and r["arm"] != "native-glm-chunks"]
+        assert len(full) >= 5 and len({r["misses"] for r in full}) == 1  # everything fits: the eviction policy cannot matter
+    assert read_trace(tmp_path / "trace.jsonl").sessions  # the recorded trace is kept, in the documented format
