@@ -34,8 +34,8 @@ from glmcot.files import write_json_atomic
 
 SRC = Path(__file__).resolve().parents[3]
 DOMAINS = ("dblp", "amazon", "goodreads", "biomedical", "legal")
-FULL = {"deployments": ["A800:Qwen3-235B-A22B:8", "H100:Qwen3-32B:8"], "concurrency": [8, 64, 512], "pools": 5,
-        "sessions": 128}
+FULL = {"deployments": ["A800:Qwen3-235B-A22B:8", "H100:Qwen3-32B:8"], "concurrency": [8, 64, 512], "pools": 4,
+        "sessions": 128, "max_sessions": 512}
 QUICK = {"deployments": ["H100:Qwen3-8B:1"], "concurrency": [4, 16], "pools": 3, "sessions": 16}
 
 
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true", help="tiny sweep (CI): one deployment, 2 loads, 3 pools")
-    size.add_argument("--full", action="store_true", help="the documented sweep (2 deployments x 3 loads x 5 pools)")
+    size.add_argument("--full", action="store_true", help="the documented sweep (2 deployments x 3 loads x 4 pools)")
     parser.add_argument("--trace", type=Path, action="append", default=None,
                         help="a glmcot.kvsim-trace/1 file (repeatable); default: record one")
     parser.add_argument("--domains", nargs="+", default=None, choices=DOMAINS, help="domains to record (default: all; quick: dblp)")
@@ -103,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pool-tokens", type=int, nargs="+", default=None, help="explicit pool sizes instead")
     parser.add_argument("--deployment-pool", action="store_true", help="also run each deployment's real KV pool")
     parser.add_argument("--sessions", type=int, default=None, help="at least this many sessions per point (closed loop: 2x concurrency)")
+    parser.add_argument("--max-sessions", type=int, default=None,
+                        help="at most this many sessions per point (never fewer than the concurrency; full: 512)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--block-size", type=int, default=Limits.block_size)
     parser.add_argument("--max-num-seqs", type=int, default=Limits.max_num_seqs)
@@ -153,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     points: list[Point] = []
     for spec, dep in specs.items():
         for load in loads:
-            count = sessions_for(load, args.arrivals, minimum)
+            count = sessions_for(load, args.arrivals, minimum, args.max_sessions or preset.get("max_sessions"))
             sizes = args.pool_tokens or pool_sizes(sessions, count, args.pools or preset["pools"], limits.block_size,
                                                     2 * longest + 2 * limits.block_size)
             if args.deployment_pool:

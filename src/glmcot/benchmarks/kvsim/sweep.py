@@ -54,8 +54,12 @@ def pool_sizes(sessions: list[TraceSession], count: int, points: int, block_size
     return sorted({max(block_size, int(size) // block_size * block_size) for size in sizes})
 
 
-def sessions_for(load: float, arrivals: str, minimum: int) -> int:
-    return max(minimum, int(2 * load)) if arrivals == "closed" else minimum
+def sessions_for(load: float, arrivals: str, minimum: int, maximum: int | None = None) -> int:
+    """Closed loop: two rounds of the concurrency (at least `minimum`, at most `maximum`)."""
+    if arrivals != "closed":
+        return minimum
+    count = max(minimum, int(2 * load))
+    return min(count, max(maximum, int(load))) if maximum else count
 
 
 def run_point(point: Point, sessions: list[TraceSession], arms: list[str], deployment: Deployment, limits: Limits,
