@@ -220,9 +220,12 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
     }
     write_json_atomic(args.out, result)
-    from glmcot.benchmarks.kvsim.report import plot, print_report
+    from glmcot.benchmarks.kvsim.report import markdown, plot, print_report
 
     print_report(result)
+    table = args.out.with_suffix(".md")
+    table.write_text(markdown(result) + "\n", encoding="utf-8")
+    print(f"table: {table}")
     figures = plot(result, args.plots or args.out.parent)
     for figure in figures:
         print(f"figure: {figure}")

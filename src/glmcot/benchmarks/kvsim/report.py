@@ -113,3 +113,52 @@ def plot(result: dict, folder: Path) -> list[Path]:
         plt.close(fig)
         paths.append(path)
     return paths
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * (value - 1):+.1f} %"
+
+
+def markdown(result: dict) -> str:
+    """Per deployment: one row per sweep point (every point), misses and throughput of each arm
+    against the LRU of its own cache, and the evictions per level of LRU and GLM; then the medians."""
+    lines = [f"*{LABEL}.*", ""]
+    arms = [a for a in dict.fromkeys(r["arm"] for r in result["rows"]) if a not in ("vllm-lru", "native-lru", "vllm-observe")]
+    for spec, medians in result["medians"].items():
+        rows = [r for r in result["rows"] if r["deployment"] == spec]
+        points = list(dict.fromkeys((r["load"], r["pool_tokens"]) for r in rows))
+        by = {(r["load"], r["pool_tokens"], r["arm"]): r for r in rows}
+        lines += [f"**{spec}** (misses = prompt tokens computed; each arm against the LRU of its own cache: vLLM arms "
+                  "against `vllm-lru`, native arms against `native-lru`)", ""]
+        header = ["in flight", "KV pool (tokens, share of all)", "LRU misses (vLLM / native)", "LRU hit rate"]
+        header += [f"{a} misses" for a in arms] + ["q/s vs LRU: " + ", ".join(arms), "evicted P1/P2/P3/P4: native-lru | native-glm"]
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for load, pool in points:
+            lru_v, lru_n = by.get((load, pool, "vllm-lru")), by.get((load, pool, "native-lru"))
+            base = lru_n or lru_v
+            share = base["pool_share"] if base else 0
+            cells = [f"{load:g}", f"{pool:,} ({share:.2f})",
+                     f"{lru_v['misses']:,}" if lru_v else "-", ]
+            cells[-1] += f" / {lru_n['misses']:,}" if lru_n else ""
+            cells.append(f"{base['hit_rate']:.3f}" if base else "-")
+            cells += [_pct(by[(load, pool, a)].get("misses_vs_lru")) if (load, pool, a) in by else "-" for a in arms]
+            cells.append(", ".join(_pct(by[(load, pool, a)].get("throughput_vs_lru")) if (load, pool, a) in by else "-"
+                                   for a in arms))
+
+            def levels(arm: str) -> str:
+                row = by.get((load, pool, arm))
+                ev = row and row.get("evictions")
+                return "/".join(f"{ev.get(k, 0):,}" for k in ("p1", "p2", "p3", "p4")) if ev else "-"
+
+            cells.append(f"{levels('native-lru')} \\| {levels('native-glm')}")
+            lines.append("| " + " | ".join(cells) + " |")
+        lines += ["", f"Median over the {len(points)} points of {spec}, against the LRU of the same cache:", "",
+                  "| arm | misses | throughput | p99 latency | hit rate (points) | points with fewer / more misses |",
+                  "|---|---|---|---|---|---|"]
+        for arm, m in medians.items():
+            if arm in ("vllm-lru", "native-lru"):
+                continue
+            lines.append(f"| {arm} | {_pct(m['misses_vs_lru'])} | {_pct(m['throughput_vs_lru'])} | {_pct(m['p99_vs_lru'])} | "
+                         f"{100 * m['hit_rate_minus_lru']:+.1f} | {m['fewer_misses_points']} / {m['more_misses_points']} |")
+        lines.append("")
+    return "\n".join(lines)
