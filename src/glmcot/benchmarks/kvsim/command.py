@@ -118,7 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cost-override", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (the machine's cores are shared)")
     parser.add_argument("--vllm-python", default=None, help="a Python with vLLM 0.32 for the vLLM arms")
-    parser.add_argument("--rows-only", action="store_true", help=argparse.SUPPRESS)  # the vLLM subprocess
+    parser.add_argument("--rows-only", action="store_true", help="write the raw rows only (a part of a sweep run elsewhere)")
+    parser.add_argument("--from-rows", type=Path, action="append", default=None,
+                        help="report rows written by --rows-only runs (repeatable) instead of simulating")
     parser.add_argument("--out", type=Path, default=Path("runs/kvsim/kvsim.json"))
     parser.add_argument("--plots", type=Path, default=None, help="folder for the figures (default: beside --out)")
     args = parser.parse_args(argv)
@@ -169,6 +171,11 @@ def main(argv: list[str] | None = None) -> int:
     vllm_arms = [a for a in arms if a in VLLM_ARMS]
     notes = []
     rows: list[dict] = []
+    if args.from_rows:
+        rows = [row for path in args.from_rows for row in json.loads(path.read_text())["rows"]]
+        args.arms = list(dict.fromkeys(r["arm"] for r in rows))
+        arms = vllm_arms = []
+        specs = {spec: deployment(spec, *overrides) for spec in dict.fromkeys(r["deployment"] for r in rows)}
     if vllm_arms and not vllm_here():
         arms = [a for a in arms if a not in VLLM_ARMS]
         python = vllm_python(args.vllm_python)

@@ -130,7 +130,13 @@ def markdown(result: dict) -> str:
         by = {(r["load"], r["pool_tokens"], r["arm"]): r for r in rows}
         lines += [f"**{spec}** (misses = prompt tokens computed; each arm against the LRU of its own cache: vLLM arms "
                   "against `vllm-lru`, native arms against `native-lru`)", ""]
-        header = ["in flight", "KV pool (tokens, share of all)", "LRU misses (vLLM / native)", "LRU hit rate"]
+        # what no eviction policy can beat: the misses when everything fits (cold misses)
+        floor = {}
+        for r in rows:
+            if r["pool_share"] >= 1 and r["arm"] == "native-lru":
+                floor[r["load"]] = r["misses"]
+        header = ["in flight", "KV pool (tokens, share of all)", "LRU misses (vLLM / native)", "LRU hit rate",
+                  "bound: nothing evicted"]
         header += [f"{a} misses" for a in arms] + ["q/s vs LRU: " + ", ".join(arms), "evicted P1/P2/P3/P4: native-lru | native-glm"]
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for load, pool in points:
@@ -141,6 +147,7 @@ def markdown(result: dict) -> str:
                      f"{lru_v['misses']:,}" if lru_v else "-", ]
             cells[-1] += f" / {lru_n['misses']:,}" if lru_n else ""
             cells.append(f"{base['hit_rate']:.3f}" if base else "-")
+            cells.append(_pct(floor[load] / lru_n["misses"]) if lru_n and load in floor and lru_n["misses"] else "-")
             cells += [_pct(by[(load, pool, a)].get("misses_vs_lru")) if (load, pool, a) in by else "-" for a in arms]
             cells.append(", ".join(_pct(by[(load, pool, a)].get("throughput_vs_lru")) if (load, pool, a) in by else "-"
                                    for a in arms))
