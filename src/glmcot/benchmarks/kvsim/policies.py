@@ -108,11 +108,8 @@ class PinningEviction(EvictionPolicy):
                 if block_id in self._lru and self._freed.get(block_id) == order:
                     break
             block = self._lru.pop(block_id)
-        elif self._pinned:  # everything free is pinned: the pin that lapses first goes
-            while True:
-                until, _, block_id = heapq.heappop(self._heap)
-                if self._deadlines.get(block_id) == until and block_id in self._pinned:
-                    break
+        elif self._pinned:  # everything free is pinned: the pin that lapses first goes (rare: a scan)
+            block_id = min(self._pinned, key=lambda i: (self._deadlines[i], self._freed[i]))
             block = self._pinned.pop(block_id)
             self.pinned_evictions += 1
         else:
