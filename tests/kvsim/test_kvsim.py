@@ -124,9 +124,9 @@ def test_pinned_blocks_go_last_until_their_pin_lapses():
 def test_a_block_pinned_while_in_use_is_still_evictable_once_free():
     policy = PinningEviction(lambda: 0.0)
     a, b = cached(1), cached(2)
-    policy.pin([a], until=9.0)  # in use (not free) when pinned
+    policy.pin([a], until=5.0)  # in use (not free) when pinned, its pin lapses first
     policy.add(b)
-    policy.pin([b], until=5.0)
+    policy.pin([b], until=9.0)
     assert policy.pop() is b  # the only free block, pinned
     policy.add(a)  # freed later: still pinned, and the pool can still take it
     assert policy.pop() is a and len(policy) == 0
