@@ -223,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         "limits": vars(limits), "sim": vars(base), "deployments": {k: v.describe() for k, v in specs.items()},
         "arms": {name: ARMS[name].description for name in args.arms}, "notes": notes,
         "medians": {spec: medians(rows, lambda r, spec=spec: r["deployment"] == spec) for spec in specs},
+        "medians_under_pressure": {spec: medians(rows, lambda r, spec=spec: r["deployment"] == spec and r.get("under_pressure"))
+                                   for spec in specs},
         "winners": winners(rows, [a for a in args.arms if ARMS[a].backend == "native"]),
         "rows": rows,
     }

@@ -131,10 +131,6 @@ def markdown(result: dict) -> str:
         lines += [f"**{spec}** (misses = prompt tokens computed; each arm against the LRU of its own cache: vLLM arms "
                   "against `vllm-lru`, native arms against `native-lru`)", ""]
         # what no eviction policy can beat: the misses when everything fits (cold misses)
-        floor = {}
-        for r in rows:
-            if r["pool_share"] >= 0.99 and r["arm"] == "native-lru":  # the sweep's top: everything fits
-                floor[r["load"]] = r["misses"]
         header = ["in flight", "KV pool (tokens, share of all)", "LRU misses (vLLM / native)", "LRU hit rate",
                   "bound: nothing evicted"]
         header += [f"{a} misses" for a in arms] + ["q/s vs LRU: " + ", ".join(arms), "evicted P1/P2/P3/P4: native-lru | native-glm"]
@@ -147,7 +143,7 @@ def markdown(result: dict) -> str:
                      f"{lru_v['misses']:,}" if lru_v else "-", ]
             cells[-1] += f" / {lru_n['misses']:,}" if lru_n else ""
             cells.append(f"{base['hit_rate']:.3f}" if base else "-")
-            cells.append(_pct(floor[load] / lru_n["misses"]) if lru_n and load in floor and lru_n["misses"] else "-")
+            cells.append(_pct(base.get("bound_vs_lru")) if base else "-")
             cells += [_pct(by[(load, pool, a)].get("misses_vs_lru")) if (load, pool, a) in by else "-" for a in arms]
             cells.append(", ".join(_pct(by[(load, pool, a)].get("throughput_vs_lru")) if (load, pool, a) in by else "-"
                                    for a in arms))
@@ -159,13 +155,25 @@ def markdown(result: dict) -> str:
 
             cells.append(f"{levels('native-lru')} \\| {levels('native-glm')}")
             lines.append("| " + " | ".join(cells) + " |")
-        lines += ["", f"Median over the {len(points)} points of {spec}, against the LRU of the same cache:", "",
-                  "| arm | misses | throughput | p99 latency | hit rate (points) | points with fewer / more misses |",
+        pressure = result.get("medians_under_pressure", {}).get(spec, {})
+        lines += ["", f"Median against the LRU of the same cache, over all {len(points)} points of {spec}, and over the "
+                  "points under pressure (LRU misses more than when nothing is evicted, so a policy can matter):", "",
+                  "| arm | misses: all / under pressure | throughput: all / under pressure | p99 latency: all / under pressure "
+                  "| hit rate, points: all / under pressure | points with fewer / more misses |",
                   "|---|---|---|---|---|---|"]
         for arm, m in medians.items():
             if arm in ("vllm-lru", "native-lru"):
                 continue
-            lines.append(f"| {arm} | {_pct(m['misses_vs_lru'])} | {_pct(m['throughput_vs_lru'])} | {_pct(m['p99_vs_lru'])} | "
-                         f"{100 * m['hit_rate_minus_lru']:+.1f} | {m['fewer_misses_points']} / {m['more_misses_points']} |")
+            q = pressure.get(arm)
+
+            def both(key: str, scale: bool = False) -> str:
+                def one(source):
+                    if source is None:
+                        return "-"
+                    return f"{100 * source[key]:+.1f}" if scale else _pct(source[key])
+                return f"{one(m)} / {one(q)} ({q['points'] if q else 0} pts)" if key == "misses_vs_lru" else f"{one(m)} / {one(q)}"
+
+            lines.append(f"| {arm} | {both('misses_vs_lru')} | {both('throughput_vs_lru')} | {both('p99_vs_lru')} | "
+                         f"{both('hit_rate_minus_lru', True)} | {m['fewer_misses_points']} / {m['more_misses_points']} |")
         lines.append("")
     return "\n".join(lines)

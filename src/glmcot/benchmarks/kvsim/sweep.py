@@ -84,10 +84,17 @@ def compare(rows: list[dict]) -> list[dict]:
     """Adds, to each row, its ratios to the LRU of its own cache at the same point."""
     key = lambda r: (r["deployment"], r["arrivals"], r["load"], r["pool_tokens"])  # noqa: E731
     base = {(key(r), r["arm"]): r for r in rows}
+    # the misses when nothing is evicted (the top of the sweep, where everything fits): no policy does better
+    floor = {(r["deployment"], r["arrivals"], r["load"], r["arm"]): r["misses"] for r in rows if r["pool_share"] >= 0.99}
     for row in rows:
-        lru = base.get((key(row), BASELINE[ARMS[row["arm"]].backend]))
+        baseline = BASELINE[ARMS[row["arm"]].backend]
+        lru = base.get((key(row), baseline))
         if lru is None:
             continue
+        bottom = floor.get((row["deployment"], row["arrivals"], row["load"], baseline))
+        # under pressure: LRU evicts something that is read again, so an eviction policy can matter
+        row["under_pressure"] = bottom is not None and lru["misses"] > bottom
+        row["bound_vs_lru"] = bottom / lru["misses"] if bottom is not None and lru["misses"] else None
         row["misses_vs_lru"] = row["misses"] / lru["misses"] if lru["misses"] else None
         row["throughput_vs_lru"] = row["throughput_qps"] / lru["throughput_qps"] if lru["throughput_qps"] else None
         row["p99_vs_lru"] = row["latency_p99_s"] / lru["latency_p99_s"] if lru["latency_p99_s"] else None
