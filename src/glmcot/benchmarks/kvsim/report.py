@@ -100,11 +100,15 @@ def plot(result: dict, folder: Path) -> list[Path]:
                 ax.plot([r["pool_tokens"] for r in mine], [100 * (r["misses_vs_lru"] - 1) for r in mine], marker="o",
                         label=arm, linestyle="--" if arm.startswith("vllm") else "-")
             ax.set_xscale("log")
+            real = result.get("deployments", {}).get(spec, {}).get("kv_pool_tokens")
+            if real:  # the pool this deployment really has
+                ax.axvline(real, color="grey", linewidth=0.8, linestyle="-.")
             ax.axhline(0, color="black", linewidth=0.6)
             ax.axhline(-15.1, color="red", linewidth=0.6, linestyle=":")
             ax.set_title(f"{result['rows'][0]['arrivals']} load {load:g}", fontsize=9)
             ax.set_xlabel("KV pool (tokens)", fontsize=8)
             ax.set_ylabel("misses vs LRU, % (red: paper -15.1 %)", fontsize=8)
+            ax.set_xlabel("KV pool (tokens; grey: this deployment's pool)", fontsize=8)
         axes[0][0].legend(fontsize=6)
         fig.suptitle(f"{spec}; {LABEL}", fontsize=9)
         fig.tight_layout()
