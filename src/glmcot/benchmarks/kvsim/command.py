@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.trace:
         traces = [read_trace(path) for path in args.trace]
-        trace = Trace([s for t in traces for s in t.sessions], traces[0].tokenizer, ", ".join(map(str, args.trace)))
+        trace = Trace([s for t in traces for s in t.sessions], traces[0].tokenizer, ", ".join(map(str, args.trace)),
+                      traces[0].meta)
         trace_path = args.trace[0] if len(args.trace) == 1 else None
     else:
         domains = args.domains or (["dblp"] if args.quick else list(DOMAINS))
