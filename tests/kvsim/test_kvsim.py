@@ -241,3 +241,14 @@ def test_glmcot_bench_kvsim_quick_records_and_counts(tmp_path):
         full = [r for r in rows if r["load"] == load and r["pool_tokens"] == largest and r["arm"] != "native-glm-chunks"]
         assert len(full) >= 5 and len({r["misses"] for r in full}) == 1  # everything fits: the eviction policy cannot matter
     assert read_trace(tmp_path / "trace.jsonl").sessions  # the recorded trace is kept, in the documented format
+
+
+def test_calibration_fit_and_sessions():
+    from glmcot.benchmarks.kvsim.calibrate import fit, synthetic_sessions
+
+    intercept, slope = fit([(1.0, 3.0), (2.0, 5.0), (4.0, 9.0)])
+    assert intercept == pytest.approx(1.0) and slope == pytest.approx(2.0)
+    sessions = synthetic_sessions(vocab=100, sessions=3)
+    assert len(sessions) == 3 and all(len(s.calls) == 3 for s in sessions)
+    assert all(t < 100 for s in sessions for c in s.calls for t in c.token_ids())
+    assert sessions[0].calls[0].segments[0].tokens == sessions[1].calls[0].segments[0].tokens  # shared agent prompt
