@@ -27,8 +27,8 @@ from pathlib import Path
 from glmcot.benchmarks.kvsim.backends import Limits
 from glmcot.benchmarks.kvsim.cost import deployment
 from glmcot.benchmarks.kvsim.sim import ARMS, VLLM_ARMS, SimConfig
-from glmcot.benchmarks.kvsim.sweep import (LABEL, Point, compare, medians, pool_sizes, run_point, sessions_for,
-                                           winners)
+from glmcot.benchmarks.kvsim.sweep import (LABEL, Point, all_tokens, compare, medians, pool_sizes, run_point,
+                                           sessions_for, winners)
 from glmcot.benchmarks.kvsim.trace import Trace, read_trace, record_from_question_traces, write_trace
 from glmcot.files import write_json_atomic
 
@@ -163,8 +163,6 @@ def main(argv: list[str] | None = None) -> int:
                                                     2 * longest + 2 * limits.block_size)
             if args.deployment_pool:
                 sizes = sorted(set(sizes) | {dep.kv_pool_tokens() // limits.block_size * limits.block_size})
-            from glmcot.benchmarks.kvsim.sweep import all_tokens
-
             everything = all_tokens(sessions, count)
             points += [Point(spec, args.arrivals, load, count, size, size / everything) for size in sizes]
 
@@ -247,7 +245,7 @@ def _passthrough(argv: list[str]) -> list[str]:
     """The caller's options that shape the sweep (not the trace, arms, output or jobs)."""
     out, skip = [], 0
     drop = {"--trace", "--arms", "--out", "--plots", "--vllm-python", "--domains", "--per-template"}
-    for i, item in enumerate(argv):
+    for item in argv:
         if skip and not item.startswith("--"):
             continue
         skip = 0

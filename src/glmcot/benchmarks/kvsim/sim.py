@@ -20,7 +20,6 @@ import random
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
 from glmcot.benchmarks.kvsim.backends import Backend, Limits, NativeBackend, VllmBackend
 from glmcot.benchmarks.kvsim.cost import Deployment
