@@ -235,5 +235,9 @@ def render_report(result: dict[str, Any]) -> str:
         lines += ["## Ablation (measured; paper Fig. 15: pipelining -47.8 % latency, vertex reuse +41.6 % "
                   "throughput and +17.7 % hit rate, priority eviction +14.3 % throughput)", "",
                   f"Setup: {result.get('ablation_setup')}.", "",
-                  ablation_markdown(result["ablation"]), "", "![ablation](fig15_ablation.png)", ""]
+                  ablation_markdown(result["ablation"]), "", "![ablation](fig15_ablation.png)", "",
+                  "One repeat on a few questions: a throughput difference here is **not established** (the "
+                  "\"throughput effect\" column; `glmcot bench ablation --repeats 3` shows the spread). For the "
+                  "serving effects at the scale they were designed for, `glmcot bench kvsim` replays recorded "
+                  "sessions through vLLM's and glmcot's own cache code (simulated: time is a model).", ""]
     return "\n".join(lines)
