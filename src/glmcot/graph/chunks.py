@@ -78,28 +78,44 @@ def render_chunk(graph: Graph, node_id: str, config: ChunkConfig = DEFAULT_CHUNK
 
 
 def render_chunk_at(graph: Graph, index: int, config: ChunkConfig = DEFAULT_CHUNK_CONFIG) -> str:
-    node_type = graph.type_of_index(index)
-    lines = [f"[node {graph.node_id(index)} | {node_type}]"]
-    for name, value in graph.features_at(index).items():
+    from glmcot.graph.graph_source import StoreSource
+
+    return render_chunk_view(StoreSource(graph).chunk_view(index, config.top_k), config)
+
+
+def render_source_chunk(source, ref, config: ChunkConfig = DEFAULT_CHUNK_CONFIG) -> str:
+    """The vertex chunk of the node at `ref` of any `GraphSource` (graph/graph_source.py)."""
+    return render_chunk_view(source.chunk_view(ref, config.top_k), config)
+
+
+def render_chunk_view(view, config: ChunkConfig = DEFAULT_CHUNK_CONFIG) -> str:
+    """The canonical text of a `ChunkView`: one rendering for every source, so a chunk is
+    byte-identical whether the store or a database answered."""
+    lines = [f"[node {view.node_id} | {view.node_type}]"]
+    for name, value in view.features.items():
         lines.append(f"{name}: {_clip(format_value(value), config.max_value_chars)}")
-    for relation in graph.relation_names(node_type):
-        chosen, total = ranked_neighbours(graph, index, relation, config.top_k)
+    for relation in view.relations:
+        total = relation.total
         if total == 0:
-            lines.append(f"{relation} (0): none")
+            lines.append(f"{relation.relation} (0): none")
             continue
-        ids = graph.node_ids(chosen)
-        shown = [
-            f"{_clip(graph.text_at(int(neighbour)), config.max_neighbour_chars)} <{neighbour_id}>"
-            for neighbour, neighbour_id in zip(chosen.tolist(), ids)
-        ]
-        head = f"{relation} ({total})" if len(shown) == total else f"{relation} (top {len(shown)} of {total})"
+        shown = [f"{_clip(text, config.max_neighbour_chars)} <{neighbour_id}>" for neighbour_id, text in relation.top]
+        head = f"{relation.relation} ({total})" if len(shown) == total else f"{relation.relation} (top {len(shown)} of {total})"
         lines.append(f"{head}: {' | '.join(shown)}")
     return "\n".join(lines) + "\n"
 
 
-def chunk_key(graph: Graph, node_id: str, config: ChunkConfig = DEFAULT_CHUNK_CONFIG) -> str:
+def chunk_key(graph, node_id: str, config: ChunkConfig = DEFAULT_CHUNK_CONFIG) -> str:
     """Reuse key of a vertex chunk: store, node, renderer version and rendering options; for an
-    updated store also a digest of the chunk's text, so changed content never reuses old KV."""
+    updated store also a digest of the chunk's text, so changed content never reuses old KV. For a
+    live source (any `GraphSource` but the store) the source's version token takes the store's
+    place: an update there changes every key (it invalidates all chunks, never none)."""
+    from glmcot.graph.graph_source import StoreSource
+
+    if isinstance(graph, StoreSource):
+        graph = graph.graph
+    if not isinstance(graph, Graph):
+        return f"vertex:{graph.version()}:{node_id}:{CHUNK_RENDERER_VERSION}:{config.signature}"
     key = f"vertex:{graph.store_id}:{node_id}:{CHUNK_RENDERER_VERSION}:{config.signature}"
     digest = getattr(graph, "content_digest", None)
     return key if digest is None else f"{key}:{digest(node_id, config)}"
@@ -111,6 +127,8 @@ __all__ = [
     "DEFAULT_CHUNK_CONFIG",
     "render_chunk",
     "render_chunk_at",
+    "render_chunk_view",
+    "render_source_chunk",
     "chunk_key",
     "format_value",
     "ranked_neighbours",
