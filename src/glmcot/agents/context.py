@@ -47,6 +47,11 @@ def open_retriever(spec: Any, graph_dir: Path, graph) -> Any:
 
 
 class AgentContext:
+    """`graph_dir`: any location `glmcot.graph.opener.open_source` takes (a store folder, a dataset
+    folder holding one, or a database URL). `source` is the GraphSource every consumer reads;
+    `graph` is the store's own `Graph` where the location is a store (its node index, prompts), else
+    the source."""
+
     def __init__(
         self,
         graph_dir: str | Path,
@@ -58,19 +63,40 @@ class AgentContext:
         retrieval_threads: int = 2,
     ):
         from glmcot.graph.chunks import chunk_key
-        from glmcot.graph.store import Graph
+        from glmcot.graph.graph_source import store_of
+        from glmcot.graph.opener import canonical_location, is_database, open_source
 
-        self.graph_dir = store_directory(graph_dir)
-        self.graph = Graph.open(self.graph_dir)
-        self.domain = domain or dataset_domain(self.graph_dir)
-        self.retrieval = RetrievalService(open_retriever(retriever, self.graph_dir, self.graph), threads=retrieval_threads)
-        self.executor = SandboxExecutor(self.graph_dir, workers=workers, limits=limits)
+        live = is_database(graph_dir)
+        self.graph_dir = Path(canonical_location(graph_dir)) if live else store_directory(graph_dir)
+        self.location = canonical_location(graph_dir) if live else str(self.graph_dir)
+        self.source = open_source(self.location)
+        try:
+            store = store_of(self.source)
+            self.graph = store if store is not None else self.source
+            self.domain = domain or (self.source.schema().domain if live else dataset_domain(self.graph_dir))
+            if live and retriever in ("auto", "embedding"):
+                # no node index beside a database yet: RetrieveNode matches the source's texts
+                retriever = "lexical"
+            self.retrieval = RetrievalService(open_retriever(retriever, self.graph_dir, self.graph), threads=retrieval_threads)
+            if live:
+                self.executor = SandboxExecutor(workers=workers, limits=limits, source=self.source)
+            else:
+                self.executor = SandboxExecutor(self.graph_dir, workers=workers, limits=limits)
+        except BaseException:
+            self.source.close()
+            raise
         self._chunk_key = chunk_key
         self._prompts: dict[tuple, PromptSet] = {}
         self._lock = threading.Lock()
 
+    @property
+    def is_live(self) -> bool:
+        from glmcot.graph.graph_source import store_of
+
+        return store_of(self.source) is None
+
     def chunk_key(self, node_id: str) -> str:
-        return self._chunk_key(self.graph, node_id)
+        return self._chunk_key(self.source, node_id)
 
     def prompts(self, domain: str | None = None, *, graphcot_examples: bool = True) -> PromptSet:
         key = (domain or self.domain, graphcot_examples)
@@ -88,6 +114,7 @@ class AgentContext:
     def close(self) -> None:
         self.executor.close()
         self.retrieval.close()
+        self.source.close()
 
     def __enter__(self) -> "AgentContext":
         return self

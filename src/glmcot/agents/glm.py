@@ -12,6 +12,7 @@ failure category (Table 5), never an exception.
 
 from __future__ import annotations
 
+from glmcot.graph.graph_source import SourceUnavailable
 from glmcot.agents.base import QuestionFailed, QuestionRun
 from glmcot.agents.config import AgentConfig
 from glmcot.agents.context import AgentContext
@@ -59,6 +60,8 @@ class GLMAgent:
             return run.finish("", failure)
         except LLMError as error:
             return run.finish("", QuestionFailed("backend_error", str(error)))
+        except SourceUnavailable as error:
+            return run.finish("", QuestionFailed("graph_source_error", str(error)))
         except SandboxError as error:
             return run.finish("", QuestionFailed("code_error", f"sandbox: {error}"))
 

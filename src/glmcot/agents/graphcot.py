@@ -10,6 +10,7 @@ compare with published numbers, is ``graphcot`` (agents/graphcot_faithful.py).""
 from __future__ import annotations
 
 
+from glmcot.graph.graph_source import SourceUnavailable
 from glmcot.agents.base import QuestionFailed, QuestionRun
 from glmcot.agents.config import AgentConfig
 from glmcot.agents.context import AgentContext
@@ -98,3 +99,6 @@ class GraphCoTAgent:
         except LLMError as error:
             run.result.retrieval_time_s = resolve.seconds
             return run.finish("", QuestionFailed("backend_error", str(error)))
+        except SourceUnavailable as error:
+            run.result.retrieval_time_s = resolve.seconds
+            return run.finish("", QuestionFailed("graph_source_error", str(error)))

@@ -91,8 +91,8 @@ def decode_feature(kind: str, value: Any) -> Any:
 def valid_id(node_id: Any) -> bool:
     """Whether an id can name a node at all (a str that encodes, of sane length): anything else is
     'no such node' without a round trip."""
-    if type(node_id) is not str or len(node_id) > MAX_ID_CHARS:
-        return False
+    if type(node_id) is not str or len(node_id) > MAX_ID_CHARS or "\x00" in node_id:
+        return False  # a NUL cuts the client's parameter header: no stored id holds one
     try:
         node_id.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: no database id holds one

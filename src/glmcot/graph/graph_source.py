@@ -41,6 +41,7 @@ class TypeSchema:
 @dataclass(frozen=True)
 class Schema:
     types: tuple[TypeSchema, ...]
+    domain: str | None = None  # the dataset's domain (dblp, ...), where known: it picks the agents' prompts
 
     @property
     def node_types(self) -> list[str]:
@@ -60,14 +61,14 @@ class Schema:
 
     def to_json(self) -> dict:
         return {"types": [{"name": t.name, "features": dict(t.features), "relations": list(t.relations),
-                           "text_key": t.text_key, "count": t.count} for t in self.types]}
+                           "text_key": t.text_key, "count": t.count} for t in self.types], "domain": self.domain}
 
     @classmethod
     def from_json(cls, data: dict) -> Schema:
         try:
             return cls(tuple(TypeSchema(str(t["name"]), {str(k): str(v) for k, v in t["features"].items()},
                                         tuple(str(r) for r in t["relations"]), t.get("text_key"), int(t.get("count", 0)))
-                             for t in data["types"]))
+                             for t in data["types"]), data.get("domain"))
         except (KeyError, TypeError, AttributeError, ValueError) as error:
             raise GraphFormatError(f"malformed graph schema: {error}") from None
 
@@ -179,7 +180,7 @@ class StoreSource:
                 kinds = {feature: graph.feature_kind(name, feature) for feature in graph.feature_names(name)}
                 types.append(TypeSchema(name, kinds, tuple(graph.relation_names(name)), graph.text_key(name),
                                         graph.count(name)))
-            self._schema = Schema(tuple(types))
+            self._schema = Schema(tuple(types), _store_domain(self.location))
         return self._schema
 
     def version(self) -> str:
@@ -250,6 +251,20 @@ class StoreSource:
 
     def close(self) -> None:
         return None
+
+
+def _store_domain(location: str) -> str | None:
+    """The domain a dataset folder's meta.json names (glmcot data synth writes it beside graph/)."""
+    import json
+    from pathlib import Path
+
+    for candidate in (Path(location) / "meta.json", Path(location).parent / "meta.json"):
+        if candidate.is_file():
+            try:
+                return json.loads(candidate.read_text(encoding="utf-8")).get("domain")
+            except (OSError, ValueError, AttributeError):
+                return None
+    return None
 
 
 def store_of(source: Any):
