@@ -108,3 +108,72 @@ def test_an_unreachable_database_is_a_clear_error_naming_the_url():
         open_source(sparql)
     result = CliRunner().invoke(app, ["graph", "info", url])
     assert result.exit_code == 1 and url in " ".join(result.output.split()) and "Traceback" not in result.output
+
+
+def test_a_database_that_dies_fails_the_snippet_and_the_source_recovers(store, dataset):
+    """The sandbox over a live source: primitives go to the parent; when the database goes away
+    the snippet's run raises SourceUnavailable (the agents turn it into graph_source_error), and
+    once a database answers on that URL again the same source and sandbox answer again."""
+    from glmcot.agents.sandbox import SandboxExecutor, SandboxLimits
+    from glmcot.graph.db_export import export_graph
+    from glmcot.graph.servers import start_falkordb
+
+    server = start_falkordb()
+    url = server.graph_url("dying")
+    export_graph(store.graph, url)
+    source = open_source(url)
+    executor = SandboxExecutor(workers=1, limits=SandboxLimits(wall_s=20.0, cpu_s=5.0), source=source)
+    try:
+        paper = next(node_id for node_id, node_type, _ in _nodes(store) if node_type == "paper")
+        expected = store.degree(store.resolve(paper), "author")
+        code = f'print(NodeDegree("{paper}", "author"))'
+        first = executor.run(code)
+        assert first.ok and first.output.strip() == str(expected) and first.touched == [paper]
+        port = server.port
+        server.stop()
+        with pytest.raises(SourceUnavailable, match=url.rsplit("/", 1)[0].replace(".", r"\.")):
+            executor.run(code)
+        server = start_falkordb(port=port)
+        export_graph(store.graph, url)
+        again = executor.run(code)
+        assert again.ok and again.output.strip() == str(expected)
+    finally:
+        executor.close()
+        source.close()
+        server.stop()
+
+
+def test_glm_agent_fails_a_question_with_graph_source_error_when_the_database_is_gone(store, dataset):
+    from glmcot.agents import AgentContext
+    from glmcot.agents.sandbox import SandboxLimits
+    from glmcot.graph.db_export import export_graph
+    from glmcot.graph.servers import start_falkordb
+
+    server = start_falkordb()
+    url = server.graph_url("gone")
+    export_graph(store.graph, url)
+    context = AgentContext(url, retriever="lexical", workers=1, limits=SandboxLimits(wall_s=20.0, cpu_s=5.0))
+    try:
+        assert context.is_live and context.domain == "dblp"
+        paper = next(node_id for node_id, node_type, _ in _nodes(store) if node_type == "paper")
+        assert context.run_code(f'print(NodeDegree("{paper}", "author"))').strip() == \
+            str(store.degree(store.resolve(paper), "author"))
+        server.stop()
+        with pytest.raises(SourceUnavailable):
+            context.executor.run(f'print(NodeDegree("{paper}", "author"))')
+        # the GLM agent: the question fails with its own category, and the agent answers on
+        from glmcot.agents.runner import make_agent
+        from glmcot.agents.scripted import ScriptedBackend
+        from glmcot.data.questions import read_questions
+
+        records = read_questions(dataset / "questions.jsonl", limit=3)
+        backend = ScriptedBackend([record.to_json() if hasattr(record, "to_json") else record.__dict__ for record in records],
+                                  code_runner=context.run_code)
+        agent = make_agent("glm", backend, context)
+        failed = [agent.answer(record.question, qid=record.qid) for record in records]
+        needs_graph = [result for result in failed if not result.answer]
+        assert needs_graph and all(result.failure == "graph_source_error" and "FalkorDB" in result.failure_detail
+                                   for result in needs_graph)
+    finally:
+        context.close()
+        server.stop()
