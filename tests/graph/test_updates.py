@@ -168,9 +168,11 @@ def test_update_and_compact_commands(tmp_path, store):
     (changes / "cast.csv").write_text(":START_ID,:END_ID,:TYPE\nm9,p1,actor\n")
     result = runner.invoke(app, ["graph", "update", str(store), str(changes), "--reverse-suffix", "_of", "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output) | {"seconds": 0} == {
+    payload = json.loads(result.output)
+    assert payload["delta_bytes"] > 0
+    assert payload | {"seconds": 0, "delta_bytes": 0} == {
         "store": str(store), "version": 1, "seconds": 0, "embedded": 0, "upserted_nodes": 2, "deleted_nodes": 0,
-        "upserted_edges": 2, "deleted_edges": 0, "text_changed": 2}
+        "upserted_edges": 2, "deleted_edges": 0, "text_changed": 2, "compacted": False, "delta_bytes": 0}
     graph = Graph.open(store)
     assert graph.feature("m1", "title") == "Heat (1995)" and graph.feature("m1", "year") == 1995  # kept
     assert graph.neighbors("p1", "actor_of") == ["m1", "m9"]

@@ -3,6 +3,7 @@ the rendered prompts. One context per run; thread-safe."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from pathlib import Path
@@ -66,10 +67,35 @@ class AgentContext:
         from glmcot.graph.graph_source import store_of
         from glmcot.graph.opener import canonical_location, is_database, open_source
 
+        from glmcot.graph.versions import pin_version, unpin, version_of
+
         live = is_database(graph_dir)
-        self.graph_dir = Path(canonical_location(graph_dir)) if live else store_directory(graph_dir)
-        self.location = canonical_location(graph_dir) if live else str(self.graph_dir)
-        self.source = open_source(self.location)
+        self._unpin = unpin
+        self._pin = None
+        self.version = None  # the store version this context serves (None for a live source)
+        if live:
+            # a database is one graph for every replica; its version token changes with each update
+            self.graph_dir = Path(canonical_location(graph_dir))
+            self.location = canonical_location(graph_dir)
+            self.source = open_source(self.location)
+        else:
+            self.graph_dir = store_directory(graph_dir)
+            self.location = str(self.graph_dir)
+            # One version for everything this context serves: the sandbox workers (those started
+            # after an update too) open exactly the version this graph is, and its files stay on
+            # disk (a pin) until the context closes.
+            for _ in range(5):
+                self.source = open_source(self.graph_dir)
+                self.version = version_of(store_of(self.source))
+                self._pin = None
+                if self.version.base == "." and self.version.delta is None:
+                    break  # version 0's files are the store's own: never removed
+                self._pin = pin_version(self.graph_dir, self.version)
+                # An update that committed between the open and the pin may have removed the files.
+                if (self.graph_dir / self.version.base).is_dir() and (
+                        self.version.delta is None or (self.graph_dir / self.version.delta).is_file()):
+                    break
+                unpin(self._pin)
         try:
             store = store_of(self.source)
             self.graph = store if store is not None else self.source
@@ -81,8 +107,10 @@ class AgentContext:
             if live:
                 self.executor = SandboxExecutor(workers=workers, limits=limits, source=self.source)
             else:
-                self.executor = SandboxExecutor(self.graph_dir, workers=workers, limits=limits)
+                self.executor = SandboxExecutor(self.graph_dir, workers=workers, limits=limits,
+                                                version=dataclasses.asdict(self.version))
         except BaseException:
+            unpin(self._pin)
             self.source.close()
             raise
         self._chunk_key = chunk_key
@@ -114,6 +142,8 @@ class AgentContext:
     def close(self) -> None:
         self.executor.close()
         self.retrieval.close()
+        self._unpin(self._pin)
+        self._pin = None
         self.source.close()
 
     def __enter__(self) -> "AgentContext":

@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> None:
             shutil.copytree(base, store)
             ops = operations(graph, fraction, 2)
             started = time.perf_counter()
-            result = apply_update(store, ops)
+            result = apply_update(store, ops, auto_compact_bytes=0)  # measures reads over the whole delta
             update_s = time.perf_counter() - started
             merged = read_latency(store, graph, args.samples, 1)
             delta_mb = size_of(store / "deltas") / 1e6

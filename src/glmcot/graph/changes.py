@@ -11,7 +11,7 @@ import numpy as np
 from glmcot.graph.delta import Operation, read_operations
 from glmcot.graph.errors import GraphFormatError
 from glmcot.graph.tables import TABLE_SUFFIXES, _id_strings, _labels, column_values, find_tables, iter_batches, read_layout
-from glmcot.graph.triples import DEFAULT_TYPE, RDFS_LABEL, collect_triples
+from glmcot.graph.triples import DEFAULT_MAX_EXPANSION, DEFAULT_TYPE, RDFS_LABEL, collect_triples
 
 _ROWS = 65_536
 
@@ -49,8 +49,9 @@ def _table_operations(source: Path, reverse_suffix: str) -> Iterator[Operation]:
                                         weight=weight, where=where)
 
 
-def _triple_operations(path: Path, text_predicate: str, id_prefix: str, reverse_suffix: str) -> Iterator[Operation]:
-    collected, _, _ = collect_triples(path, text_predicate, id_prefix)
+def _triple_operations(path: Path, text_predicate: str, id_prefix: str, reverse_suffix: str,
+                       max_expansion: int) -> Iterator[Operation]:
+    collected, _, _ = collect_triples(path, text_predicate, id_prefix, max_expansion=max_expansion)
     where = str(path)
     for node, node_id in enumerate(collected.ids):
         code = collected.types[node]
@@ -68,7 +69,7 @@ def _triple_operations(path: Path, text_predicate: str, id_prefix: str, reverse_
 
 
 def read_changes(source: str | Path, reverse_suffix: str = "", text_predicate: str | None = None,
-                 id_prefix: str = "") -> Iterator[Operation]:
+                 id_prefix: str = "", max_expansion: int = DEFAULT_MAX_EXPANSION) -> Iterator[Operation]:
     """Operations from a .jsonl file, a table file or folder, or an N-Triples file."""
     source = Path(source)
     name = source.name.lower()
@@ -79,7 +80,7 @@ def read_changes(source: str | Path, reverse_suffix: str = "", text_predicate: s
     if source.is_dir() or name.endswith(TABLE_SUFFIXES):
         return _table_operations(source, reverse_suffix)
     if name.endswith((".nt", ".nt.gz", ".ntriples")):
-        return _triple_operations(source, text_predicate or RDFS_LABEL, id_prefix, reverse_suffix)
+        return _triple_operations(source, text_predicate or RDFS_LABEL, id_prefix, reverse_suffix, max_expansion)
     raise GraphFormatError(f"{source}: an update is a .jsonl file of operations, tables (.csv, .parquet) or N-Triples (.nt)")
 
 

@@ -38,6 +38,9 @@ class ImportProgress:
         self._description: str | None = None
 
     def __call__(self, phase: str, done: int, total: int) -> None:
+        from rich.markup import escape
+
+        phase = escape(phase)  # holds type names from the user's data
         key = "nodes" if phase.startswith("nodes ") else phase
         task = self.tasks.get(key)
         if task is None:
@@ -53,7 +56,7 @@ class ImportProgress:
 def import_command(
     sources: list[Path] = typer.Argument(..., help="A GRBench graph.json; CSV/Parquet tables (files or folders); or an N-Triples .nt/.nt.gz file (docs/graph-formats.md)."),
     out: Path = typer.Option(..., "--out", "-o", help="Store directory to create (written atomically)."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing store at --out."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing glmcot store at --out (never another folder, nor the source)."),
     batch_size: int = typer.Option(20_000, help="Nodes (JSON) or rows (tables) handed to the writer at a time (memory vs. call overhead)."),
     max_depth: int = typer.Option(64, "--max-depth", min=1,
                                   help="JSON: deepest nesting accepted inside one feature or neighbour value."),
@@ -63,6 +66,8 @@ def import_command(
     text_key: list[str] = typer.Option([], "--text-key", help="Tables: TYPE=FEATURE, the feature that is a type's text (repeatable)."),
     text_predicate: str = typer.Option("", "--text-predicate", help="Triples: the predicate IRI whose literal is a node's text (default rdfs:label)."),
     id_prefix: str = typer.Option("", "--id-prefix", help="Triples: an IRI prefix dropped from node ids (e.g. http://example.org/)."),
+    max_expansion: int = typer.Option(200, "--max-expansion", min=0,
+                                      help="Triples: a .nt.gz may expand to this many times its size, past the first 256 MiB (0: no bound)."),
 ) -> None:
     """Import a graph into a memory-mapped store: GRBench JSON, CSV/Parquet tables or N-Triples, streaming."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
@@ -82,7 +87,7 @@ def import_command(
         try:
             result = import_source(sources, out, chosen_format, overwrite=force, batch_size=batch_size,
                                    reverse_suffix=reverse_suffix, text_keys=text_keys, text_predicate=text_predicate or None,
-                                   id_prefix=id_prefix, progress=report, max_depth=max_depth)
+                                   id_prefix=id_prefix, progress=report, max_depth=max_depth, max_expansion=max_expansion)
         except (GraphFormatError, FileExistsError, FileNotFoundError, ValueError) as error:
             progress.stop()
             _fail(str(error))
@@ -90,6 +95,10 @@ def import_command(
         typer.echo(json.dumps(result, ensure_ascii=False))
         return
     typer.echo(f"imported {result['nodes']:,} nodes, {result['edges']:,} edges into {result['out_dir']} in {result['seconds']:.1f} s")
+    if result.get("replaced"):
+        old = result["replaced"]
+        typer.echo(f"replaced the store that was at {old['path']} ({old['nodes']:,} nodes, {old['edges']:,} edges, "
+                   f"created {old['created']})")
     if result["dangling_neighbors"]:
         if result.get("format") == "grbench-json":
             typer.echo(f"note: {result['dangling_neighbors']:,} neighbour ids name no node; kept in their lists and "
@@ -102,7 +111,13 @@ def import_command(
         typer.echo(f"note: {name} was an object of lists on {nodes:,} nodes (citation depth keys); "
                    f"read as one list concatenated in key order, as GRBench's legal post-processing does")
     if result.get("non_finite_numbers"):
-        typer.echo(f"note: {result['non_finite_numbers']:,} NaN/Infinity tokens read as floats (as Python's json.load does)")
+        typer.echo(f"note: {result['non_finite_numbers']:,} NaN/Infinity tokens (or numbers beyond a double) read as floats "
+                   f"(as Python's json.load does)")
+    if result.get("lone_surrogates"):
+        typer.echo(f"note: {result['lone_surrogates']:,} lone surrogate escapes (\\ud800...) kept as they are "
+                   f"(as Python's json.load does)")
+    if result.get("warnings", {}).get("duplicate_triples"):
+        typer.echo(f"note: {result['warnings']['duplicate_triples']:,} identical triples counted once (an RDF graph is a set)")
     if result.get("null_features"):
         typer.echo(f"note: {result['null_features']:,} features are null; they exist with the value None")
 
@@ -160,9 +175,11 @@ def info_command(
     if as_json:
         typer.echo(json.dumps(info, ensure_ascii=False))
         return
-    console = Console()
+    from rich.markup import escape
+
+    console = Console()  # names come from the user's data: escaped, never read as rich markup
     console.print(
-        f"[bold]{store}[/bold]  {info['format']}  nodes {info['nodes']:,}  edges {info['edges']:,}  "
+        f"[bold]{escape(str(store))}[/bold]  {escape(str(info['format']))}  nodes {info['nodes']:,}  edges {info['edges']:,}  "
         f"on disk {_human_bytes(info['bytes_on_disk'])}  topology {info['topology_bytes_per_edge']:.2f} B/edge"
     )
     table = Table()
@@ -173,16 +190,16 @@ def info_command(
     table.add_column("relation", overflow="fold")
     table.add_column("edges", justify="right")
     for entry in info["types"]:
-        features = ", ".join(f"{name}:{kind}" for name, kind in entry["features"].items())
+        features = escape(", ".join(f"{name}:{kind}" for name, kind in entry["features"].items()))
         relations = list(entry["relations"].items()) or [("", 0)]
         for position, (relation, edges) in enumerate(relations):
             first = position == 0
             table.add_row(
-                entry["type"] if first else "",
+                escape(entry["type"]) if first else "",
                 f"{entry['nodes']:,}" if first else "",
-                str(entry["text_key"]) if first else "",
+                escape(str(entry["text_key"])) if first else "",
                 features if first else "",
-                relation,
+                escape(relation),
                 f"{edges:,}" if relation else "",
             )
     console.print(table)
@@ -191,9 +208,9 @@ def info_command(
         console.print(f"note: {warnings['dangling_neighbors']:,} neighbour ids name no node (kept in lists and degrees)")
     if info["retrieval"]:
         meta = info["retrieval"]
-        console.print(f"node index: {meta['index']['kind']}, {meta['embedder'].get('name')}, {meta['dim']}-d")
+        console.print(escape(f"node index: {meta['index']['kind']}, {meta['embedder'].get('name')}, {meta['dim']}-d"))
     else:
-        console.print(f"node index: none (build it with `glmcot graph embed {store}`)")
+        console.print(escape(f"node index: none (build it with `glmcot graph embed {store}`)"))
 
 
 @app.command("export")
@@ -383,9 +400,13 @@ def _emit_error(call: str, error: Exception, as_json: bool) -> None:
 def update_command(
     store: Path = typer.Argument(..., help="A store directory (from `glmcot graph import`)."),
     changes: list[Path] = typer.Argument(..., help="Operations (.jsonl, see docs/graph-formats.md), node/edge tables (rows are upserts) or N-Triples."),
-    reverse_suffix: str = typer.Option("", "--reverse-suffix", help="Tables and triples: also upsert each edge backwards as <relation><suffix>, as at import."),
+    reverse_suffix: str = typer.Option("", "--reverse-suffix", help="Tables and triples, for stores imported before glmcot recorded it: also upsert each edge backwards as <relation><suffix>. A store imported with --reverse-suffix keeps its reverse edges by itself."),
     text_predicate: str = typer.Option("", "--text-predicate", help="Triples: the predicate whose literal is a node's text (default rdfs:label)."),
     id_prefix: str = typer.Option("", "--id-prefix", help="Triples: an IRI prefix dropped from node ids, as at import."),
+    max_expansion: int = typer.Option(200, "--max-expansion", min=0,
+                                      help="Triples: a .nt.gz may expand to this many times its size, past the first 256 MiB (0: no bound)."),
+    auto_compact_mb: float = typer.Option(16.0, "--auto-compact-mb", min=0,
+                                          help="Compact right after the update once the cumulative delta is larger than this many MiB (0: never)."),
     as_json: bool = typer.Option(False, "--json", help="Print the new version and counts as JSON."),
 ) -> None:
     """Apply upserts and deletes as one new numbered version (a delta over the base; all or nothing)."""
@@ -395,22 +416,34 @@ def update_command(
     from glmcot.graph.errors import GraphFormatError
     from glmcot.graph.versions import apply_update
 
+    from glmcot.graph.store import Graph
+    from glmcot.graph.versions import reverse_suffix_of
+
     try:
+        recorded = reverse_suffix_of(Graph.open(store))
+        if recorded and reverse_suffix and reverse_suffix != recorded:
+            raise GraphFormatError(f"{store} keeps reverse edges as <relation>{recorded}, not {reverse_suffix}; "
+                                   f"leave out --reverse-suffix")
+        # A store imported with reverse edges keeps them itself (every edge operation), so the
+        # readers add none of their own.
+        suffix = "" if recorded else reverse_suffix
         operations = itertools.chain.from_iterable(
-            read_changes(path, reverse_suffix, text_predicate or None, id_prefix) for path in changes)
-        result = apply_update(store, operations)
+            read_changes(path, suffix, text_predicate or None, id_prefix, max_expansion) for path in changes)
+        result = apply_update(store, operations, auto_compact_bytes=int(auto_compact_mb * (1 << 20)))
     except (GraphFormatError, FileNotFoundError, ValueError) as error:
         _fail(str(error))
     report = result.report
     payload = {"store": str(store), "version": result.version, "seconds": result.seconds, "embedded": result.embedded,
                "upserted_nodes": report.upserted_nodes, "deleted_nodes": report.deleted_nodes,
                "upserted_edges": report.upserted_edges, "deleted_edges": report.deleted_edges,
-               "text_changed": len(report.text_changed)}
+               "text_changed": len(report.text_changed), "compacted": result.compacted, "delta_bytes": result.delta_bytes}
     if as_json:
         typer.echo(json.dumps(payload))
         return
     typer.echo(f"version {result.version}: {report.upserted_nodes:,} nodes upserted, {report.deleted_nodes:,} deleted, "
                f"{report.upserted_edges:,} edges upserted, {report.deleted_edges:,} deleted ({result.seconds:.2f} s)")
+    if result.compacted:
+        typer.echo(f"the delta passed {auto_compact_mb:g} MiB, so the store was compacted (version {result.version})")
 
 
 @app.command("compact")

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from glmcot.graph.errors import GraphFormatError
+from glmcot.graph.values import has_lone_surrogate, value_kind, value_problem
 
 OPS = ("upsert_node", "delete_node", "upsert_edge", "delete_edge")
 DELTA_FORMAT = "glmcot.graph-delta/1"
@@ -47,46 +48,93 @@ class Operation:
     where: str = ""  # file and line, for errors
 
 
+# The fields each operation may have; any other field is refused (a misspelt "replace" must not
+# silently do nothing).
+FIELDS = {
+    "upsert_node": ("op", "id", "type", "features", "replace"),
+    "delete_node": ("op", "id", "type"),
+    "upsert_edge": ("op", "source", "relation", "target", "weight"),
+    "delete_edge": ("op", "source", "relation", "target"),
+}
+
+
 def _text(raw: dict, key: str, where: str) -> str:
     value = raw.get(key)
-    if isinstance(value, bool) or not isinstance(value, (str, int)) or value == "":
-        raise GraphFormatError(f"{where}: '{key}' must be a non-empty string, got {value!r}")
-    return str(value)
+    if not isinstance(value, str) or value == "":
+        raise GraphFormatError(f"{where}: field '{key}' must be a non-empty string, got {value!r}")
+    return value
 
 
 def parse_operation(raw: Any, where: str) -> Operation:
+    """One operation from its JSON object. Every field has one exact JSON type (a JSON boolean is
+    the only boolean, a JSON string the only id); anything else raises, naming the field."""
     if not isinstance(raw, dict):
         raise GraphFormatError(f"{where}: an operation must be a JSON object, got {type(raw).__name__}")
     op = raw.get("op")
     if op not in OPS:
-        raise GraphFormatError(f"{where}: 'op' must be one of {', '.join(OPS)}, got {op!r}")
+        raise GraphFormatError(f"{where}: field 'op' must be one of {', '.join(OPS)}, got {op!r}")
+    unknown = [key for key in raw if key not in FIELDS[op]]
+    if unknown:
+        raise GraphFormatError(f"{where}: {op} has no field {unknown[0]!r}; its fields: {', '.join(FIELDS[op])}")
     if op in ("upsert_node", "delete_node"):
         node_type = raw.get("type")
         if node_type is not None and (not isinstance(node_type, str) or not node_type):
-            raise GraphFormatError(f"{where}: 'type' must be a non-empty string, got {node_type!r}")
+            raise GraphFormatError(f"{where}: field 'type' must be a non-empty string, got {node_type!r}")
         features = raw.get("features", {} if op == "upsert_node" else None)
+        replace = raw.get("replace", False)
         if op == "upsert_node":
             if not isinstance(features, dict):
-                raise GraphFormatError(f"{where}: 'features' must be an object, got {type(features).__name__}")
-            for name, value in features.items():
-                if isinstance(value, float) and not math.isfinite(value):
-                    raise GraphFormatError(f"{where}: feature {name!r} is {value!r}; use null to remove a value")
-        return Operation(op, id=_text(raw, "id", where), type=node_type, features=features,
-                         replace=bool(raw.get("replace", False)), where=where)
-    weight = raw.get("weight")
-    if weight is not None and (isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight)):
-        raise GraphFormatError(f"{where}: 'weight' must be a finite number, got {weight!r}")
-    return Operation(op, source=_text(raw, "source", where), relation=_text(raw, "relation", where),
-                     target=_text(raw, "target", where), weight=None if weight is None else float(weight), where=where)
+                raise GraphFormatError(f"{where}: field 'features' must be an object, got {type(features).__name__}")
+            if type(replace) is not bool:
+                raise GraphFormatError(f"{where}: field 'replace' must be true or false (a JSON boolean), got {replace!r}")
+        operation = Operation(op, id=_text(raw, "id", where), type=node_type, features=features,
+                              replace=bool(replace), where=where)
+    else:
+        weight = raw.get("weight")
+        if weight is not None and (isinstance(weight, bool) or not isinstance(weight, (int, float))):
+            raise GraphFormatError(f"{where}: field 'weight' must be a finite number, got {weight!r}")
+        try:
+            weight = None if weight is None else float(weight)
+        except OverflowError:  # an integer beyond a double
+            raise GraphFormatError(f"{where}: field 'weight' must be a finite number, got {weight!r}") from None
+        operation = Operation(op, source=_text(raw, "source", where), relation=_text(raw, "relation", where),
+                              target=_text(raw, "target", where), weight=weight, where=where)
+    check_operation(operation)
+    return operation
+
+
+def check_operation(operation: Operation) -> None:
+    """The checks every operation passes, whatever file or request it came from: valid Unicode
+    text, non-empty names, finite weights and storable feature values."""
+    where = operation.where
+    texts = {"id": operation.id, "type": operation.type, "source": operation.source,
+             "relation": operation.relation, "target": operation.target}
+    for key, text in texts.items():
+        if text and has_lone_surrogate(text):
+            raise GraphFormatError(f"{where}: field '{key}' holds a lone surrogate {text!r} (text must be valid Unicode)")
+    if operation.weight is not None and not math.isfinite(operation.weight):
+        raise GraphFormatError(f"{where}: field 'weight' must be a finite number, got {operation.weight!r}")
+    for name, value in (operation.features or {}).items():
+        if not isinstance(name, str) or not name.strip():
+            raise GraphFormatError(f"{where}: field 'features' has an empty feature name {name!r}")
+        if has_lone_surrogate(name):
+            raise GraphFormatError(f"{where}: feature name {name!r} holds a lone surrogate (text must be valid Unicode)")
+        problem = value_problem(value)
+        if problem is not None:
+            raise GraphFormatError(f"{where}: feature {name!r} {problem}")
 
 
 def read_operations(path: Path) -> Iterator[Operation]:
     """Operations of a JSON Lines file, streaming; a bad line names the file and line."""
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
+    with open(path, "rb") as handle:
+        for number, data in enumerate(handle, 1):
+            where = f"{path}: line {number}"
+            try:
+                line = data.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise GraphFormatError(f"{where}: not UTF-8 (byte {error.start + 1})") from None
             if not line.strip():
                 continue
-            where = f"{path}: line {number}"
             try:
                 raw = json.loads(line)
             except json.JSONDecodeError as error:
@@ -139,10 +187,13 @@ class ApplyReport:
 class DeltaBuilder:
     """Applies operations to a delta, checking them against the base."""
 
-    def __init__(self, delta: Delta, base: BaseView, text_key):
+    def __init__(self, delta: Delta, base: BaseView, text_key, column_kind=None, reverse_suffix: str = ""):
         self.delta = delta
         self.base = base
         self.text_key = text_key  # (node type, features) -> the text feature's name or None
+        self.column_kind = column_kind or (lambda node_type, name: None)  # the version's kind of a column, or None
+        self.reverse_suffix = reverse_suffix  # a store imported with reverse edges keeps them
+        self._kinds: dict[tuple[str, str], str] = {}  # columns this update started
         self.report = ApplyReport()
 
     def _current(self, node_id: str) -> tuple[str, dict] | None:
@@ -155,7 +206,26 @@ class DeltaBuilder:
         return self._current(node_id) is not None
 
     def apply(self, operation: Operation) -> None:
+        if operation.op not in OPS:
+            raise GraphFormatError(f"{operation.where}: 'op' must be one of {', '.join(OPS)}, got {operation.op!r}")
+        check_operation(operation)
         getattr(self, f"_{operation.op}")(operation)
+
+    def _checked_value(self, operation: Operation, node_type: str, name: str, value: Any) -> Any:
+        """The value as its column stores it. A column keeps one kind (graph/values.py): a json
+        column takes any value, a float column takes whole numbers as floats, and any other
+        mismatch is refused (compaction would otherwise retype the whole column)."""
+        kind = value_kind(value)
+        expected = self._kinds.get((node_type, name)) or self.column_kind(node_type, name)
+        if expected is None:
+            self._kinds[(node_type, name)] = kind
+            return value
+        if kind == expected or expected == "json":
+            return value
+        if expected == "float" and kind == "int":
+            return float(value)
+        raise GraphFormatError(f"{operation.where}: feature {name!r} of {node_type!r} nodes holds {expected} values; "
+                               f"{value!r} is a {kind} value (a feature keeps one kind of value)")
 
     def apply_all(self, operations: Iterable[Operation]) -> ApplyReport:
         for operation in operations:
@@ -185,7 +255,7 @@ class DeltaBuilder:
             if value is None:
                 merged.pop(name, None)
             else:
-                merged[name] = value
+                merged[name] = self._checked_value(operation, node_type, name, value)
         entry = {"type": node_type, "features": merged}
         previous = self.delta.nodes.get(operation.id)
         if current is None or (previous is not None and previous.get("fresh")):
@@ -219,23 +289,38 @@ class DeltaBuilder:
             if not self._exists(end):
                 raise GraphFormatError(f"{operation.where}: edge {operation.source} -{operation.relation}-> "
                                        f"{operation.target}: no node {end!r} (add nodes before their edges)")
-        neighbours = self._neighbours(operation.source, operation.relation)
-        for pair in neighbours:
-            if pair[0] == operation.target:
-                pair[1] = operation.weight if operation.weight is not None else pair[1]
-                break
-        else:
-            neighbours.append([operation.target, operation.weight])
+        self._set_edge(operation.source, operation.relation, operation.target, operation.weight)
+        if self.reverse_suffix:
+            self._set_edge(operation.target, operation.relation + self.reverse_suffix, operation.source, operation.weight)
         self.report.upserted_edges += 1
 
+    def _set_edge(self, source: str, relation: str, target: str, weight: float | None) -> None:
+        neighbours = self._neighbours(source, relation)
+        for pair in neighbours:
+            if pair[0] == target:
+                pair[1] = weight if weight is not None else pair[1]
+                break
+        else:
+            neighbours.append([target, weight])
+
     def _delete_edge(self, operation: Operation) -> None:
-        neighbours = self._neighbours(operation.source, operation.relation)
-        kept = [pair for pair in neighbours if pair[0] != operation.target]
-        if len(kept) == len(neighbours):
+        if not self._exists(operation.source):
+            raise GraphFormatError(f"{operation.where}: no edge {operation.source} -{operation.relation}-> "
+                                   f"{operation.target}: no node {operation.source!r}")
+        if not self._remove_edge(operation.source, operation.relation, operation.target):
             raise GraphFormatError(f"{operation.where}: no edge {operation.source} -{operation.relation}-> {operation.target}")
-        neighbours[:] = kept
+        if self.reverse_suffix and self._exists(operation.target):
+            self._remove_edge(operation.target, operation.relation + self.reverse_suffix, operation.source)
         self.report.deleted_edges += 1
 
+    def _remove_edge(self, source: str, relation: str, target: str) -> bool:
+        neighbours = self._neighbours(source, relation)
+        kept = [pair for pair in neighbours if pair[0] != target]
+        if len(kept) == len(neighbours):
+            return False
+        neighbours[:] = kept
+        return True
 
-__all__ = ["Operation", "Delta", "DeltaBuilder", "ApplyReport", "parse_operation", "read_operations",
-           "OPS", "DELTA_FORMAT"]
+
+__all__ = ["Operation", "Delta", "DeltaBuilder", "ApplyReport", "parse_operation", "check_operation",
+           "read_operations", "OPS", "FIELDS", "DELTA_FORMAT"]

@@ -8,14 +8,17 @@ directory is only created on success.
 
 The real files' shapes are read as Graph-CoT reads them (Python's ``json.load``; grbench.md §9):
 neighbour ids that name no node stay in their lists (and degrees), counted in the report;
-``NaN``/``Infinity`` tokens are numbers; a ``null`` feature exists with the value None; and a
-neighbour value that is an object of lists (legal's citation-depth-keyed ``reference`` /
-``cited_by`` before GRBench's post-processing) is one list, concatenated in key order as that
-post-processing does.
+``NaN``/``Infinity`` tokens and numbers beyond a double (``1e999``) are floats, integers beyond 64
+bits stay exact, lone surrogate escapes (``\\ud800``) stay lone surrogates; a ``null`` feature
+exists with the value None; and a neighbour value that is an object of lists (legal's
+citation-depth-keyed ``reference`` / ``cited_by`` before GRBench's post-processing) is one list,
+concatenated in key order as that post-processing does.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import time
@@ -49,7 +52,8 @@ class ImportReport:
     dangling_neighbors: int  # kept in their lists and degrees, as Graph-CoT does
     dangling_examples: list[str] = field(default_factory=list)
     seconds: float = 0.0
-    non_finite_numbers: int = 0  # NaN / Infinity / -Infinity tokens read as floats
+    non_finite_numbers: int = 0  # NaN / Infinity / -Infinity tokens (and numbers beyond a double) read as floats
+    lone_surrogates: int = 0  # \ud800-style escapes kept as lone surrogates, as json.load keeps them
     null_features: int = 0  # features present with the value null (read as None)
     # "<type>.<relation>" -> nodes whose neighbour value was an object of lists, flattened
     flattened_neighbor_objects: dict[str, int] = field(default_factory=dict)
@@ -57,16 +61,30 @@ class ImportReport:
 
 
 # Python's json.load (Graph-CoT's loader) reads these tokens; yajl rejects them. Outside strings
-# they are replaced by string sentinels, turned back into floats when a node is read.
+# they are replaced by string sentinels, turned back into floats when a node is read. The same
+# filter carries what else json.load accepts and yajl does not: numbers beyond a double or a
+# 64-bit integer (1e999 is inf, a 30-digit integer stays exact) and lone surrogate escapes
+# (\ud800 stays a lone surrogate, kept in the store with surrogatepass, as json.load keeps it).
 _NON_FINITE = {b"NaN": float("nan"), b"Infinity": float("inf"), b"-Infinity": float("-inf")}
 _SENTINELS = {token: b'"\\u0000glmcot:' + token + b'"' for token in _NON_FINITE}
 _SENTINEL_VALUES = {"\x00glmcot:" + token.decode(): value for token, value in _NON_FINITE.items()}
-_OUTSIDE = re.compile(rb'"|-Infinity|Infinity|NaN')
+_NUMBER_SENTINEL = "\x00glmcot:num:"
+_SURROGATE = re.compile("\x00glmcot-surrogate:([0-9a-f]{4})\x00")
+_LONE = re.compile("[\ud800-\udfff]")
+_OUTSIDE = re.compile(rb'"|-Infinity|Infinity|NaN|-?[0-9][0-9.eE+-]*')
 _INSIDE = re.compile(rb'[\\"]')
+_HEX = re.compile(rb"[0-9a-fA-F]{4}")
+
+
+def _wide_number(token: bytes) -> bool:
+    """A number yajl cannot read but json.load can: an exponent (may overflow a double) or more
+    digits than a 64-bit integer holds."""
+    return b"e" in token or b"E" in token or len(token.lstrip(b"-")) >= 19
 
 
 class _NonFiniteReader:
-    """Byte stream filter: NaN / Infinity / -Infinity outside JSON strings become sentinels.
+    """Byte stream filter: NaN / Infinity / -Infinity and wide numbers outside JSON strings become
+    sentinel strings, lone surrogate escapes inside strings become marker text.
 
     Linear in the input (one regex scan per token boundary); only used on files that need it.
     """
@@ -74,9 +92,10 @@ class _NonFiniteReader:
     def __init__(self, raw: CountingReader):
         self._raw = raw
         self._in_string = False
-        self._escape = False
         self._carry = b""
-        self.replaced = 0
+        self.replaced = 0  # non-finite numbers
+        self.rewritten = 0  # every replacement (non-finite, wide numbers, lone surrogates)
+        self.surrogates = 0
 
     def read(self, size: int = -1) -> bytes:
         if size == 0:  # ijson probes the stream type with read(0)
@@ -95,25 +114,43 @@ class _NonFiniteReader:
         start = position = 0
         end = len(chunk)
         self._carry = b""
+
+        def carry(at: int) -> None:
+            nonlocal end, position
+            self._carry = chunk[at:]
+            end = position = at
+
         while position < end:
             if self._in_string:
-                if self._escape:
-                    self._escape = False
-                    position += 1
-                    continue
                 match = _INSIDE.search(chunk, position)
                 if match is None:
                     position = end
                     break
-                if chunk[match.start()] == 0x5C:  # backslash: skip the escaped byte
-                    if match.start() + 1 >= end:
-                        self._escape = True
-                        position = end
-                        break
-                    position = match.start() + 2
-                else:
+                at = match.start()
+                if chunk[at] != 0x5C:  # the closing quote
                     self._in_string = False
                     position = match.end()
+                    continue
+                if at + 2 > end or (chunk[at + 1] == 0x75 and at + 12 > end):  # an escape cut at the chunk's end
+                    if not final:
+                        carry(at)
+                        break
+                if chunk[at + 1 : at + 2] != b"u" or not _HEX.fullmatch(chunk, at + 2, at + 6):
+                    position = at + 2
+                    continue
+                code = int(chunk[at + 2 : at + 6], 16)
+                if 0xD800 <= code <= 0xDBFF and chunk[at + 6 : at + 8] == b"\\u" and _HEX.fullmatch(chunk, at + 8, at + 12) \
+                        and 0xDC00 <= int(chunk[at + 8 : at + 12], 16) <= 0xDFFF:
+                    position = at + 12  # a surrogate pair: one character, yajl reads it
+                    continue
+                if 0xD800 <= code <= 0xDFFF:
+                    parts.append(chunk[start:at])
+                    parts.append(b"\\u0000glmcot-surrogate:%04x\\u0000" % code)
+                    self.surrogates += 1
+                    self.rewritten += 1
+                    start = position = at + 6
+                    continue
+                position = at + 6
                 continue
             match = _OUTSIDE.search(chunk, position)
             if match is None:
@@ -122,38 +159,76 @@ class _NonFiniteReader:
                     for cut in range(max(position, end - 9), end):
                         tail = chunk[cut:]
                         if any(token.startswith(tail) for token in _NON_FINITE):
-                            end = cut
-                            self._carry = tail
+                            carry(cut)
                             break
                 position = end
                 break
-            if match.group() == b'"':
+            token = match.group()
+            if token == b'"':
                 self._in_string = True
                 position = match.end()
                 continue
+            if match.end() == end and not final:  # a token cut at the chunk's end
+                carry(match.start())
+                break
+            if token in _SENTINELS:
+                replacement = _SENTINELS[token]
+                self.replaced += 1
+            elif token[:1] in b"-0123456789" and token not in (b"-",) and _wide_number(token):
+                replacement = b'"\\u0000glmcot:num:' + token + b'"'
+                try:
+                    if not math.isfinite(float(token)):
+                        self.replaced += 1
+                except ValueError:
+                    pass  # not a number after all: json.loads says so when the node is read
+            else:
+                position = match.end()
+                continue
             parts.append(chunk[start : match.start()])
-            parts.append(_SENTINELS[match.group()])
-            self.replaced += 1
+            parts.append(replacement)
+            self.rewritten += 1
             start = position = match.end()
         parts.append(chunk[start:end])
         return b"".join(parts)
 
 
+def _restore_text(value: str) -> Any:
+    if value.startswith("\x00glmcot:"):
+        if value in _SENTINEL_VALUES:
+            return _SENTINEL_VALUES[value]
+        if value.startswith(_NUMBER_SENTINEL):
+            return json.loads(value[len(_NUMBER_SENTINEL) :])  # exactly what json.load gives
+    if "\x00glmcot-surrogate:" in value:
+        return _SURROGATE.sub(lambda match: chr(int(match.group(1), 16)), value)
+    return value
+
+
+def restore_text(value: str) -> str:
+    """A key or id read through the filter, with its lone surrogates back."""
+    return _SURROGATE.sub(lambda match: chr(int(match.group(1), 16)), value) if "\x00glmcot-surrogate:" in value else value
+
+
+def _stream_form(text: str) -> str:
+    """A key as the filtered stream spells it (its lone surrogates as marker text)."""
+    return _LONE.sub(lambda match: f"\x00glmcot-surrogate:{ord(match.group()):04x}\x00", text)
+
+
 def _restore_non_finite(value: Any) -> Any:
-    """Sentinel strings back to floats; depth is bounded by pass 1, so recursion is safe here."""
+    """Sentinels back to numbers and surrogates; depth is bounded by pass 1, so recursion is safe here."""
     if type(value) is str:
-        return _SENTINEL_VALUES.get(value, value) if value.startswith("\x00glmcot:") else value
+        return _restore_text(value)
     if type(value) is list:
         return [_restore_non_finite(item) for item in value]
     if type(value) is dict:
-        return {key: _restore_non_finite(item) for key, item in value.items()}
+        return {restore_text(key): _restore_non_finite(item) for key, item in value.items()}
     return value
 
 
 def _looks_non_finite(error: Exception) -> bool:
-    # yajl's messages for NaN/Infinity ("invalid char") and for overflowing numbers
+    # yajl's messages for NaN/Infinity ("invalid char") and for overflowing numbers; a lone
+    # surrogate escape decodes to bytes that are not UTF-8
     message = str(error)
-    return "invalid char" in message or "overflow" in message
+    return "invalid char" in message or "overflow" in message or isinstance(error, UnicodeDecodeError)
 
 
 @dataclass
@@ -163,8 +238,9 @@ class _Pass1:
     offsets: np.ndarray
     sorted_hashes: np.ndarray
     order: np.ndarray
-    non_finite: bool = False  # the file has NaN / Infinity tokens: pass 2 filters them too
+    non_finite: bool = False  # the file has tokens only json.load reads: pass 2 filters them too
     non_finite_count: int = 0
+    lone_surrogates: int = 0
 
 
 class _Context:
@@ -253,6 +329,8 @@ def _scan_ids(path: Path, progress: ProgressCallback | None, max_depth: int, non
                         raise context.error(f"{what} must be a JSON object, got {event}")
                     expect_map = False
                 if event == "map_key":
+                    if non_finite:
+                        value = restore_text(value)
                     if depth == 1:
                         name = _type_name(value, context)
                         if any(existing == name for existing, _ in types):
@@ -288,10 +366,14 @@ def _scan_ids(path: Path, progress: ProgressCallback | None, max_depth: int, non
                 raise _RetryNonFinite() from None
             raise _parse_error(error, context) from None
         except UnicodeDecodeError as error:
+            if not non_finite:
+                raise _RetryNonFinite() from None
             raise context.error(f"malformed JSON: {error}") from None
         if not closed:
             raise context.error("truncated file (the top-level object is not closed)")
         replaced = source.replaced if non_finite else 0
+        rewritten = source.rewritten if non_finite else 0
+        surrogates = source.surrogates if non_finite else 0
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(np.frombuffer(lengths, dtype=np.int64), out=offsets[1:])
     ids = bytes(blob)
@@ -299,7 +381,7 @@ def _scan_ids(path: Path, progress: ProgressCallback | None, max_depth: int, non
     hash_array = hash_ids(ids, offsets)
     order = np.argsort(hash_array, kind="stable")
     sorted_hashes = hash_array[order]
-    result = _Pass1(types, ids, offsets, sorted_hashes, order, replaced > 0, replaced)
+    result = _Pass1(types, ids, offsets, sorted_hashes, order, rewritten > 0, replaced, surrogates)
     _check_duplicates(result, path)
     return result
 
@@ -577,7 +659,9 @@ def import_graph_json(
                 seen = 0
                 try:
                     # ijson's C kvitems builds each node; a scan stops once its type is complete.
-                    for node_id, node in _type_items(source, key):
+                    for node_id, node in _type_items(source, _stream_form(key) if scan.non_finite else key):
+                        if scan.non_finite:
+                            node_id = restore_text(node_id)
                         context.node_id = node_id
                         if blob[offsets[index] : offsets[index + 1]] != node_id.encode("utf-8", "surrogatepass"):
                             raise context.error("the file changed between the two import passes")
@@ -602,6 +686,8 @@ def import_graph_json(
         non_finite = scan.non_finite_count if scan.non_finite else 0
         if non_finite:
             writer.warnings["non_finite_numbers"] = non_finite
+        if scan.lone_surrogates:
+            writer.warnings["lone_surrogates"] = scan.lone_surrogates
     return ImportReport(
         out_dir=str(out_dir),
         nodes=len(scan.offsets) - 1,
@@ -611,6 +697,7 @@ def import_graph_json(
         dangling_examples=stats.examples,
         seconds=time.perf_counter() - started,
         non_finite_numbers=non_finite,
+        lone_surrogates=scan.lone_surrogates,
         null_features=stats.null_features,
         flattened_neighbor_objects=stats.flattened,
         absent_relation_keys=stats.absent_keys,

@@ -20,20 +20,7 @@ from glmcot.graph.delta import Delta
 from glmcot.graph.domains import default_text_key
 from glmcot.graph.errors import FeatureNotFound, NodeNotFound, RelationNotFound
 from glmcot.graph.store import Graph
-
-
-def _kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int"
-    if isinstance(value, float):
-        return "float"
-    if isinstance(value, str):
-        return "str"
-    if isinstance(value, list) and all(isinstance(item, str) for item in value):
-        return "list"
-    return "json"
+from glmcot.graph.values import fresh, value_kind
 
 
 class MergedGraph(Graph):
@@ -70,16 +57,17 @@ class MergedGraph(Graph):
             known = self._types[node_type].features if node_type in self._types else {}
             for name, value in entry["features"].items():
                 if name not in known:
-                    self._extra_features.setdefault(node_type, {}).setdefault(name, _kind(value))
+                    self._extra_features.setdefault(node_type, {}).setdefault(name, value_kind(value))
         self._any_deleted = bool(self._deleted.any())
         self._deleted_ids = {node_id for node_id, entry in delta.nodes.items() if entry.get("deleted")}
-        self._changed = np.zeros(total, dtype=bool)  # nodes whose features the delta holds
+        self._changed = np.zeros(total, dtype=bool)  # nodes whose features or edges the delta holds
         self._changed[list(self._entries)] = True
         self._overrides: dict[tuple[int, str], tuple[list[str], list]] = {}
         for node_id, relations in delta.edges.items():
             index = self._find(node_id)
             if index < 0:
                 continue
+            self._changed[index] = True  # its degree is the delta's, not the base's
             node_type = self.type_of_index(index)
             for relation, pairs in relations.items():
                 self._overrides[(index, relation)] = ([pair[0] for pair in pairs], [pair[1] for pair in pairs])
@@ -195,7 +183,7 @@ class MergedGraph(Graph):
             return super().feature_at(index, feature)
         features = entry["features"]
         if feature in features:
-            return features[feature]
+            return fresh(features[feature])  # the delta's own objects never reach a reader
         node_type = entry["type"]
         names = self.feature_names(node_type)
         if feature not in names:
@@ -211,7 +199,7 @@ class MergedGraph(Graph):
             return super().features_at(index)
         order = self.feature_names(entry["type"])
         features = entry["features"]
-        return {name: features[name] for name in order if name in features}
+        return {name: fresh(features[name]) for name in order if name in features}
 
     def text_at(self, index: int) -> str:
         entry = self._entries.get(index)
@@ -251,6 +239,9 @@ class MergedGraph(Graph):
             weight = np.asarray([1.0 if value is None else value for value in weights], dtype=np.float32) if weighted else None
             keep = targets >= 0
             result = (targets[keep], None if weight is None else weight[keep])
+            for array in result:  # cached and shared by every later reader: never writable
+                if array is not None:
+                    array.setflags(write=False)
             self._resolved[key] = result  # bounded: one entry per changed neighbour list
         elif index >= self._base_count or (entry is not None and entry.get("fresh")) \
                 or relation not in self._types[node_type].relations:

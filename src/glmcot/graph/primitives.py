@@ -22,6 +22,7 @@ from glmcot.graph.errors import (
     RetrievalUnavailable,
 )
 from glmcot.graph.graph_source import GraphSource, NodeRef, as_source
+from glmcot.graph.values import fresh
 
 PRIMITIVES = ("RetrieveNode", "NodeInfo", "NodeFeature", "NeighbourCheck", "NodeDegree")
 
@@ -133,9 +134,9 @@ class GraphTools:
         return render_source_chunk(self.source, index, self.chunk_config)
 
     def NodeFeature(self, node_id: str, feature: str) -> Any:  # noqa: N802
-        """One feature value of a node."""
+        """One feature value of a node: a fresh copy, so a snippet that changes it changes nothing else."""
         _, index = self._node(node_id, "NodeFeature")
-        return self.source.feature(index, self._name(feature, "NodeFeature", "feature"))
+        return fresh(self.source.feature(index, self._name(feature, "NodeFeature", "feature")))
 
     def NeighbourCheck(self, node_id: str, relation: str) -> list[str]:  # noqa: N802
         """Neighbour ids along ``relation``, at most ``neighbour_limit`` of them, in the file's order."""

@@ -54,13 +54,46 @@ def import_source(
     id_prefix: str = "",
     progress: ProgressCallback | None = None,
     max_depth: int | None = None,
+    max_expansion: int | None = None,
 ) -> dict:
     """Import ``paths`` into a store; returns the report as a dict (the same keys for every format)."""
     paths = [Path(path) for path in paths]
     for path in paths:
         if not path.exists():
             raise FileNotFoundError(f"no such file or folder: {path}")
+    replaced = _check_output(paths, Path(out_dir), overwrite)
     kind = detect_format(paths) if source_format is SourceFormat.AUTO else SourceFormat(source_format)
+    result = _import(paths, out_dir, kind, overwrite, batch_size, reverse_suffix, text_keys, text_predicate, id_prefix,
+                     progress, max_depth, max_expansion)
+    if replaced is not None:
+        result["replaced"] = replaced
+    return result
+
+
+def _check_output(paths: list[Path], out_dir: Path, overwrite: bool) -> dict | None:
+    """What an import at ``out_dir`` replaces (None: nothing). Only a glmcot store is replaced,
+    and never one holding or being the import's own source."""
+    from glmcot.graph.writer import store_manifest
+
+    out = out_dir.resolve()
+    for path in paths:
+        source = path.resolve()
+        if source == out or out in source.parents:
+            raise ValueError(f"--out {out_dir} is or holds the import's source {path}; choose another output folder")
+    if not out_dir.exists():
+        return None
+    if not overwrite:
+        raise FileExistsError(f"{out_dir} exists; pass --force to replace the store there")
+    manifest = store_manifest(out_dir)
+    if manifest is None:
+        raise FileExistsError(f"{out_dir} exists and is not a glmcot store (no glmcot manifest.json); --force "
+                              f"replaces only a store: choose another --out or remove the folder yourself")
+    return {"path": str(out_dir), "store_id": manifest.get("store_id"), "nodes": manifest.get("num_nodes"),
+            "edges": manifest.get("num_edges"), "created": manifest.get("created")}
+
+
+def _import(paths, out_dir, kind, overwrite, batch_size, reverse_suffix, text_keys, text_predicate, id_prefix,
+            progress, max_depth, max_expansion) -> dict:
     if kind is SourceFormat.JSON:
         from glmcot.graph.importer import import_graph_json
 
@@ -76,10 +109,11 @@ def import_source(
 
         return asdict(import_tables(paths, out_dir, overwrite=overwrite, batch_rows=max(batch_size, 1024),
                                     reverse_suffix=reverse_suffix, text_keys=text_keys, progress=progress))
-    from glmcot.graph.triples import RDFS_LABEL, import_triples
+    from glmcot.graph.triples import DEFAULT_MAX_EXPANSION, RDFS_LABEL, import_triples
 
     return asdict(import_triples(paths[0], out_dir, overwrite=overwrite, text_predicate=text_predicate or RDFS_LABEL,
-                                 id_prefix=id_prefix, reverse_suffix=reverse_suffix, progress=progress))
+                                 id_prefix=id_prefix, reverse_suffix=reverse_suffix, progress=progress,
+                                 max_expansion=DEFAULT_MAX_EXPANSION if max_expansion is None else max_expansion))
 
 
 __all__ = ["SourceFormat", "detect_format", "import_source", "TRIPLE_SUFFIXES"]

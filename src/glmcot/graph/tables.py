@@ -158,9 +158,61 @@ def _column_names(path: Path, fmt: str) -> list[str]:
         raise _arrow_error(path, error) from None
 
 
+class _RowTooLong(Exception):
+    pass
+
+
+def check_csv_rows(path: Path, names: list[str], limit: int = CSV_BLOCK_BYTES) -> None:
+    """Raise, naming the row and column, where a quoted value is never closed (it would swallow
+    every row after it into one field) or a row is longer than ``limit`` bytes. pyarrow takes
+    both silently, so every CSV is read once more here, by Python's C csv reader."""
+    import csv
+    import gzip
+
+    delimiter = "\t" if ".tsv" in path.name.lower() else ","
+    csv.field_size_limit(max(csv.field_size_limit(), limit + 1))  # the row bound below is ours
+    state = {"line": 0, "bytes": 0, "start": 1, "ended": False}
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rb") as handle:
+        def lines() -> Iterator[str]:
+            while True:
+                data = handle.readline(limit + 1)
+                if not data:
+                    state["ended"] = True
+                    return
+                state["line"] += 1
+                state["bytes"] += len(data)
+                if state["bytes"] > limit:
+                    raise _RowTooLong
+                text = data.decode("utf-8", "surrogateescape")
+                # The last line gets its line end, so only a value still open at the end of the
+                # file completes a row after the input ran out.
+                yield text if text.endswith(("\n", "\r")) else text + "\n"
+
+        reader = csv.reader(lines(), delimiter=delimiter)
+        row = 0
+        try:
+            for row, record in enumerate(reader, 1):
+                if state["ended"]:
+                    column = max(len(record), 1)
+                    name = names[column - 1] if column <= len(names) else f"#{column}"
+                    raise GraphFormatError(
+                        f"{path}: row {row}, column {column} ({name!r}): a quoted value opens on line {state['start']} "
+                        f"and is never closed (the file ends inside it)")
+                state["bytes"], state["start"] = 0, state["line"] + 1
+        except _RowTooLong:
+            raise GraphFormatError(
+                f"{path}: row {row + 1} (from line {state['start']}) is longer than {limit >> 20} MiB, the limit of "
+                f"one row (or a quoted value in it is never closed)") from None
+        except csv.Error as error:
+            raise GraphFormatError(f"{path}: row {row + 1} (line {state['line']}): {error}") from None
+
+
 def read_layout(path: Path, default_name: str) -> TableLayout:
     fmt = _format_of(path)
     names = _column_names(path, fmt)
+    if fmt == "csv":
+        check_csv_rows(path, names)
     specs = [parse_header(name) for name in names]
     if len(set(names)) != len(names):
         duplicate = next(name for name in names if names.count(name) > 1)
@@ -556,6 +608,8 @@ def import_tables(
     total_bytes = sum(path.stat().st_size for path, _ in found)
     dangling = Dangling()
     source = {"paths": [str(Path(item).resolve()) for item in sources], "bytes": total_bytes, "importer": "tables"}
+    if reverse_suffix:
+        source["reverse_suffix"] = reverse_suffix  # updates add and delete the reverse edges too
     with StoreWriter(out_dir, overwrite=overwrite, source=source) as writer:
         node_rows = sum(_write_type(writer, entry, node_layouts, batch_rows) for entry in order)
         for node_type, feature in (text_keys or {}).items():

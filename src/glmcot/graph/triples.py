@@ -12,7 +12,10 @@ The rule (docs/graph-formats.md):
 - a triple with an IRI or blank-node object is an edge whose relation is the predicate's local
   name; with ``reverse_suffix`` each edge is also stored backwards;
 - the ``text_predicate`` (default ``rdfs:label``) names the feature that is each node's text
-  (embedded for RetrieveNode, shown first in its vertex chunk).
+  (embedded for RetrieveNode, shown first in its vertex chunk);
+- an RDF graph is a set: identical triples count once (the import reports how many it dropped);
+- a ``.nt.gz`` may expand to at most ``max_expansion`` (default 200) times its size, past the
+  first 256 MiB (``--max-expansion``; 0: no bound), so a gzip bomb stops with a clear error.
 
 Triples arrive in any order, so one pass keeps the graph's ids, features and edges in memory
 (about the size of the store) and writes the store type by type at the end; the file is read
@@ -90,6 +93,8 @@ class _Collected:
         self.src, self.dst, self.relation = array("q"), array("q"), array("q")
         self.relation_names: list[str] = []
         self.relation_codes: dict[str, int] = {}
+        self.duplicates = 0  # identical triples: an RDF graph is a set, so they count once
+        self._values: dict[tuple[int, str], set] = {}  # the values of multi-valued features, for duplicates
 
     def node(self, term) -> int:
         if isinstance(term, ox.BlankNode):
@@ -116,25 +121,82 @@ class _Collected:
             return
         first = self.type_names[self.types[node]]
         if name != first:
-            self.extra_types.setdefault(node, [first]).append(name)
+            names = self.extra_types.setdefault(node, [first])
+            if name not in names:  # a repeated rdf:type triple is one triple
+                names.append(name)
+            else:
+                self.duplicates += 1
+        else:
+            self.duplicates += 1
 
     def add_feature(self, node: int, name: str, value: Any) -> None:
         column = self.features.setdefault(name, {})
         if node not in column:
             column[node] = value
-        elif isinstance(column[node], list):
-            column[node].append(value)
-        else:
+            return
+        key = (type(value), value)  # 1 and true are different values
+        seen = self._values.get((node, name))
+        if seen is None:
+            first = column[node]
+            seen = self._values[(node, name)] = {(type(first), first)}
+        if key in seen:
+            self.duplicates += 1
+            return
+        seen.add(key)
+        if len(seen) == 2:
             column[node] = [column[node], value]
+        else:
+            column[node].append(value)
 
     def add_edge(self, source: int, name: str, target: int) -> None:
         code = self.relation_codes.get(name)
         if code is None:
             code = self.relation_codes[name] = len(self.relation_names)
             self.relation_names.append(name)
+        if self.src and self.src[-1] == source and self.dst[-1] == target and self.relation[-1] == code:
+            self.duplicates += 1  # a run of one repeated triple never grows memory
+            return
         self.src.append(source)
         self.dst.append(target)
         self.relation.append(code)
+
+    def drop_duplicate_edges(self) -> None:
+        """Keep the first of identical (source, relation, target) triples, in file order."""
+        count = len(self.src)
+        if count < 2:
+            return
+        keys = np.stack([np.frombuffer(self.src, dtype=np.int64), np.frombuffer(self.relation, dtype=np.int64),
+                         np.frombuffer(self.dst, dtype=np.int64)], axis=1)
+        _, first = np.unique(keys, axis=0, return_index=True)
+        if len(first) == count:
+            return
+        first.sort()
+        self.duplicates += count - len(first)
+        self.src, self.relation, self.dst = (array("q", keys[first, column].tobytes()) for column in range(3))
+
+
+DEFAULT_MAX_EXPANSION = 200  # a .nt.gz may expand to this many times its size (past the first 256 MiB)
+_EXPANSION_FLOOR = 256 << 20
+
+
+class _BoundedStream:
+    """A decompressed stream that stops, with a clear error, past ``limit`` bytes (a gzip bomb)."""
+
+    def __init__(self, stream, path: Path, compressed: int, max_expansion: int):
+        self.stream = stream
+        self.path = path
+        self.max_expansion = max_expansion
+        self.limit = max(_EXPANSION_FLOOR, compressed * max_expansion) if max_expansion > 0 else None
+        self.read_bytes = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.stream.read(size)
+        self.read_bytes += len(data)
+        if self.limit is not None and self.read_bytes > self.limit:
+            raise GraphFormatError(
+                f"{self.path}: expands to more than {self.limit:,} bytes ({self.max_expansion} times its compressed "
+                f"size, at least {_EXPANSION_FLOOR >> 20} MiB); a gzip bomb? Raise --max-expansion to import it anyway")
+        return data
 
 
 def _parse_error(path: Path, error: SyntaxError) -> GraphFormatError:
@@ -143,8 +205,11 @@ def _parse_error(path: Path, error: SyntaxError) -> GraphFormatError:
 
 
 def collect_triples(path: Path, text_predicate: str = RDFS_LABEL, id_prefix: str = "",
-                    progress: ProgressCallback | None = None) -> tuple[_Collected, int, int]:
-    """Read every triple of an N-Triples file (plain or gzip) by the rule; (collected, triples, bytes)."""
+                    progress: ProgressCallback | None = None,
+                    max_expansion: int = DEFAULT_MAX_EXPANSION) -> tuple[_Collected, int, int]:
+    """Read every triple of an N-Triples file (plain or gzip) by the rule; (collected, triples, bytes).
+    Identical triples count once; a .gz that expands past ``max_expansion`` times its size (0: no
+    bound) stops the import."""
     total = path.stat().st_size
     collected = _Collected(id_prefix)
     text_feature = local_name(text_predicate)
@@ -153,7 +218,7 @@ def collect_triples(path: Path, text_predicate: str = RDFS_LABEL, id_prefix: str
         counting = CountingReader(raw, "triples", total, progress)
         with open(path, "rb") as probe:
             gzipped = probe.read(2) == b"\x1f\x8b"
-        stream = gzip.GzipFile(fileobj=counting) if gzipped else counting
+        stream = _BoundedStream(gzip.GzipFile(fileobj=counting), path, total, max_expansion) if gzipped else counting
         try:
             for triple in ox.parse(stream, format=ox.RdfFormat.N_TRIPLES):
                 triples += 1
@@ -171,6 +236,7 @@ def collect_triples(path: Path, text_predicate: str = RDFS_LABEL, id_prefix: str
             raise _parse_error(path, error) from None
         except (OSError, EOFError, gzip.BadGzipFile) as error:
             raise GraphFormatError(f"{path}: cannot read: {error} (a truncated .gz?)") from None
+    collected.drop_duplicate_edges()
     return collected, triples, total
 
 
@@ -182,11 +248,12 @@ def import_triples(
     id_prefix: str = "",
     reverse_suffix: str = "",
     progress: ProgressCallback | None = None,
+    max_expansion: int = DEFAULT_MAX_EXPANSION,
 ) -> ImportSummary:
     """Import an N-Triples file (plain or gzip) into a store at ``out_dir`` (rule in the module doc)."""
     started = time.perf_counter()
     path, out_dir = import_paths(path, out_dir, overwrite)
-    collected, triples, total = collect_triples(path, text_predicate, id_prefix, progress)
+    collected, triples, total = collect_triples(path, text_predicate, id_prefix, progress, max_expansion)
     text_feature = local_name(text_predicate)
     if not collected.ids:
         raise GraphFormatError(f"{path}: no triples")
@@ -209,6 +276,8 @@ def _write(collected: _Collected, path: Path, out_dir: Path, overwrite: bool, te
     written = [(names[code], int(counts[code])) for code in range(len(names)) if counts[code]]
     extra = collected.extra_types
     source = {"path": str(path.resolve()), "bytes": total, "importer": "n-triples"}
+    if reverse_suffix:
+        source["reverse_suffix"] = reverse_suffix  # updates add and delete the reverse edges too
     with StoreWriter(out_dir, overwrite=overwrite, source=source) as writer:
         start = 0
         for name, count in written:
@@ -234,6 +303,8 @@ def _write(collected: _Collected, path: Path, out_dir: Path, overwrite: bool, te
         dst = position[np.frombuffer(collected.dst, dtype=np.int64)] if len(collected.dst) else np.zeros(0, np.int64)
         relations = np.frombuffer(collected.relation, dtype=np.int64) if len(collected.relation) else np.zeros(0, np.int64)
         edges = add_grouped_edges(writer, TypeRanges(written), relations, collected.relation_names, src, dst, None, reverse_suffix)
+        if collected.duplicates:
+            writer.warnings["duplicate_triples"] = collected.duplicates
         warnings = dict(writer.warnings)
     return ImportSummary(
         out_dir=str(out_dir), nodes=len(collected.ids), edges=edges, node_types=dict(written), dangling_neighbors=0,

@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -67,14 +68,17 @@ class VersionInfo:
                                            "committed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=None)
 
 
-def open_version(root: str | os.PathLike) -> Graph:
-    """The committed version of a store: a plain `Graph` before any update, else a `MergedGraph`."""
+def open_version(root: str | os.PathLike, info: VersionInfo | None = None) -> Graph:
+    """The committed version of a store (or the version ``info`` names): a plain `Graph` before
+    any update, else a `MergedGraph`. Its ``pinned_version`` names the files it was opened from,
+    so another process can open exactly the same version (graph/versions.py pins)."""
     from glmcot.graph.merged import MergedGraph
 
     root = Path(root)
-    info = VersionInfo.read(root)
+    info = info or VersionInfo.read(root)
     base = Graph.open(root / info.base, follow_updates=False)
     if info.delta is None and info.version == 0:
+        base.pinned_version = info
         return base
     if info.delta is None:
         delta = Delta(base.store_id)
@@ -86,7 +90,62 @@ def open_version(root: str | os.PathLike) -> Graph:
             raise GraphFormatError(f"{path}: cannot read the delta of version {info.version}: {error}") from None
         if delta.base_store_id != base.store_id:
             raise GraphFormatError(f"{path}: the delta belongs to another base store")
-    return MergedGraph(base.directory, base.manifest, delta, info.version, root)
+    graph = MergedGraph(base.directory, base.manifest, delta, info.version, root)
+    graph.pinned_version = info
+    return graph
+
+
+def version_of(graph: Graph) -> VersionInfo:
+    """The files a graph was opened from (a store opened before any update: version 0's base)."""
+    return getattr(graph, "pinned_version", None) or VersionInfo(0, ".", None)
+
+
+READERS = "readers"  # pins: {"pid", "base", "delta"} files of readers that may still open a version
+
+
+def pin_version(root: str | os.PathLike, info: VersionInfo) -> Path | None:
+    """Keep a version's files on disk while this process may still open it (a sandbox worker
+    started in the middle of a question opens the question's version, not the newest). Updates
+    and compactions remove the files of older versions, except those a live process pinned.
+    Returns the pin's path, for `unpin`; None on a read-only store, which no update can change."""
+    directory = Path(root) / READERS
+    path = directory / f"{os.getpid()}-{uuid.uuid4().hex[:12]}.json"
+    try:
+        directory.mkdir(exist_ok=True)
+        write_json_atomic(path, {"pid": os.getpid(), **asdict(info)}, indent=None)
+    except OSError:  # read-only (or not ours to write): no update can remove its files either
+        return None
+    return path
+
+
+def unpin(path: Path | None) -> None:
+    if path is not None:
+        Path(path).unlink(missing_ok=True)
+
+
+def _pinned(root: Path) -> set[str]:
+    """Files that live readers pinned; pins of processes that are gone are removed."""
+    keep: set[str] = set()
+    directory = root / READERS
+    if not directory.is_dir():
+        return keep
+    for path in directory.glob("*.json"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            pid = int(data["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # being written, or not ours: left alone
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            path.unlink(missing_ok=True)
+            continue
+        except PermissionError:
+            pass  # alive, another user's
+        for key in ("base", "delta"):
+            if isinstance(data.get(key), str):
+                keep.add(data[key])
+    return keep
 
 
 @contextlib.contextmanager
@@ -114,6 +173,8 @@ class _BaseView:
 
     def base_neighbours(self, node_id: str, relation: str):
         index = Graph._find(self.graph, node_id)
+        if index < 0:  # not a base node: nothing to copy
+            return []
         node_type = Graph.type_of_index(self.graph, index)
         if relation not in Graph.relation_names(self.graph, node_type):
             return []
@@ -132,16 +193,30 @@ class _BaseView:
         return result
 
 
+def reverse_suffix_of(graph: Graph) -> str:
+    """The suffix of the reverse edges a store was imported with ('' for none): updates keep them."""
+    return str((graph.manifest.get("source") or {}).get("reverse_suffix") or "")
+
+
+# An update rewrites the cumulative delta, so its cost grows with the delta; past this size the
+# update compacts the store (base + delta -> a new base), which makes the next delta empty again.
+DEFAULT_AUTO_COMPACT_BYTES = 16 << 20
+
+
 @dataclass
 class UpdateResult:
     version: int
     report: ApplyReport
     seconds: float
     embedded: int = 0  # node texts embedded for the node index
+    compacted: bool = False  # the delta passed the auto-compaction size: `version` is the compacted one
+    delta_bytes: int = 0  # size of the delta this update wrote
 
 
 def _clean(root: Path, keep: set[str]) -> None:
-    """Remove delta files and bases that no committed version names (left by a crash or superseded)."""
+    """Remove delta files and bases that no committed version names (left by a crash or superseded)
+    and no live reader pinned."""
+    keep = keep | _pinned(root)
     for folder in ("deltas", "bases"):
         directory = root / folder
         if not directory.is_dir():
@@ -157,10 +232,22 @@ def _clean(root: Path, keep: set[str]) -> None:
 
 
 def apply_update(root: str | os.PathLike, operations: Iterable[Operation], crash: CrashHook = _no_crash,
-                 embedder=None) -> UpdateResult:
-    """Apply operations as one new version. Bad operations raise before anything is committed."""
+                 embedder=None, auto_compact_bytes: int = DEFAULT_AUTO_COMPACT_BYTES) -> UpdateResult:
+    """Apply operations as one new version. Bad operations raise before anything is committed.
+    When the cumulative delta passes ``auto_compact_bytes`` (0: never), the store is compacted
+    right after, so an update's cost stays bounded by that size plus its own."""
     started = time.perf_counter()
     root = Path(root)
+    result = _apply_update(root, operations, crash, embedder)
+    if auto_compact_bytes > 0 and result.delta_bytes > auto_compact_bytes:
+        result.version = compact(root, crash)
+        result.compacted = True
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _apply_update(root: Path, operations: Iterable[Operation], crash: CrashHook, embedder) -> UpdateResult:
+    started = time.perf_counter()
     with _writer_lock(root):
         info = VersionInfo.read(root)
         current = open_version(root)
@@ -179,12 +266,18 @@ def apply_update(root: str | os.PathLike, operations: Iterable[Operation], crash
             return default_text_key(node_type, [{"name": name, "kind": "str" if isinstance(value, str) else "x"}
                                                  for name, value in features.items()])
 
-        builder = DeltaBuilder(delta, _BaseView(base), text_key)
+        def column_kind(node_type: str, name: str) -> str | None:
+            if node_type in merged_view.node_types and name in merged_view.feature_names(node_type):
+                return merged_view.feature_kind(node_type, name)
+            return None
+
+        builder = DeltaBuilder(delta, _BaseView(base), text_key, column_kind, reverse_suffix_of(base))
         report = builder.apply_all(operations)
         version = info.version + 1
         (root / "deltas").mkdir(exist_ok=True)
         delta_name = f"deltas/v{version:06d}.json"
         write_json_atomic(root / delta_name, delta.to_json(), indent=None)
+        delta_bytes = (root / delta_name).stat().st_size
         crash("delta-written")
         new_info = VersionInfo(version, info.base, delta_name)
         from glmcot.graph.index_updates import has_node_index, update_node_index
@@ -198,7 +291,7 @@ def apply_update(root: str | os.PathLike, operations: Iterable[Operation], crash
         new_info.write(root)
         crash("committed")
         _clean(root, {delta_name, info.base})
-    return UpdateResult(version, report, time.perf_counter() - started, embedded)
+    return UpdateResult(version, report, time.perf_counter() - started, embedded, delta_bytes=delta_bytes)
 
 
 def compact(root: str | os.PathLike, crash: CrashHook = _no_crash) -> int:
@@ -230,6 +323,8 @@ def write_merged(graph: Graph, out_dir: Path) -> np.ndarray:
         mapping[indices] = np.arange(position, position + len(indices))
         position += len(indices)
     source = {"compacted_from": str(graph.directory), "version": getattr(graph, "version", 0)}
+    if reverse_suffix_of(graph):
+        source["reverse_suffix"] = reverse_suffix_of(graph)
     with StoreWriter(out_dir, overwrite=True, source=source) as writer:
         for node_type, indices in live_types:
             writer.add_nodes(node_type, [], {})
@@ -291,4 +386,5 @@ def _live_indices(graph: Graph, node_type: str) -> np.ndarray:
 
 Graph.open_committed_version = staticmethod(open_version)
 
-__all__ = ["open_version", "apply_update", "compact", "write_merged", "VersionInfo", "UpdateResult", "CURRENT"]
+__all__ = ["open_version", "apply_update", "compact", "write_merged", "VersionInfo", "UpdateResult", "CURRENT",
+           "version_of", "pin_version", "unpin", "reverse_suffix_of", "READERS", "DEFAULT_AUTO_COMPACT_BYTES"]

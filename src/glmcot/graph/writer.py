@@ -298,6 +298,19 @@ class _TypeBuilder:
     text_key: str | None = None
 
 
+def store_manifest(path: str | os.PathLike) -> dict | None:
+    """The manifest of the glmcot store at ``path``, or None when it is not one (the only kind of
+    folder an import with --force may replace)."""
+    manifest = Path(path) / "manifest.json"
+    if not Path(path).is_dir() or not manifest.is_file():
+        return None
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("format") == STORE_FORMAT else None
+
+
 class StoreWriter:
     """Builds a store directory. Use as a context manager: the store appears only on success.
 
@@ -325,6 +338,9 @@ class StoreWriter:
     def __enter__(self) -> StoreWriter:
         if self.out_dir.exists() and not self.overwrite:
             raise FileExistsError(f"{self.out_dir} exists; pass overwrite=True (--force) to replace it")
+        if self.out_dir.exists() and store_manifest(self.out_dir) is None:
+            raise FileExistsError(f"{self.out_dir} exists and is not a glmcot store (no glmcot manifest.json); "
+                                  f"--force replaces only a store: choose another output or remove it yourself")
         self.out_dir.parent.mkdir(parents=True, exist_ok=True)
         self._tmp = self.out_dir.parent / f".{self.out_dir.name}.tmp-{uuid.uuid4().hex[:8]}"
         for sub in ("nodes", "features", "edges", "stage"):
@@ -534,8 +550,13 @@ class StoreWriter:
             "warnings": self.warnings,
             "source": self.source,
         }
-        with open(tmp / "manifest.json", "w", encoding="utf-8") as handle:
-            json.dump(manifest, handle, indent=1, ensure_ascii=False)
+        text = json.dumps(manifest, indent=1, ensure_ascii=False)
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:  # a name with a lone surrogate (json.load keeps them): as \u escapes
+            data = json.dumps(manifest, indent=1, ensure_ascii=True).encode("ascii")
+        with open(tmp / "manifest.json", "wb") as handle:
+            handle.write(data)
         if self.out_dir.exists():
             trash = self.out_dir.parent / f".{self.out_dir.name}.old-{uuid.uuid4().hex[:8]}"
             os.replace(self.out_dir, trash)

@@ -134,16 +134,20 @@ class Runtime:
         if self.engine is not None and hasattr(self.engine, "stats"):
             out.append(lambda: flatten_stats("glmcot_engine", self.engine.stats(),
                                              "Native engine statistics (engine.stats())."))
-        services = [(handle.name, handle.retriever) for handle in self.graphs.values()
+        def services() -> list[tuple[str, Any]]:
+            # Read at every scrape: a graph update swaps in a new service (graph/updates.py),
+            # which carries the counters on.
+            return [(handle.name, handle.retriever) for handle in list(self.graphs.values())
                     if hasattr(handle.retriever, "stats")]
-        if services:
+
+        if services():
             def read(service: Any) -> dict:
                 stats = service.stats
                 return dict(stats() if callable(stats) else stats)
 
             out.append(lambda: flatten_stats(
                 "glmcot_retrieve_node",
-                [((("graph", name),), read(service)) for name, service in services],
+                [((("graph", name),), read(service)) for name, service in services()],
                 "RetrieveNode service: lookups, cache hits, searches, prefetches."))
         return out
 

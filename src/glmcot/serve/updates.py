@@ -39,6 +39,7 @@ class UpdateResponse(BaseModel):
     embedded: int
     cache_entries_kept: int
     seconds: float
+    compacted: bool = False  # the delta passed the auto-compaction size (docs/graph-formats.md)
 
 
 def _close_when_idle(runtime: Any, context: Any, timeout_s: float) -> None:
@@ -83,6 +84,10 @@ def _apply(runtime: Any, name: str, operations: list[dict]) -> dict:
             kept = surviving(old_service._cache, result.report)
         with new_service._lock:
             new_service._cache.update(kept)
+            # One set of counters per graph across versions: /metrics counters never go back,
+            # and the questions still on the old version keep counting.
+            if isinstance(getattr(old_service, "stats", None), dict):
+                new_service.stats = old_service.stats
         backend = handle.backend
         if config.scripted is not None and name in runtime.graph_backends:
             # the scripted policy runs its plans in this version's sandbox
@@ -96,7 +101,7 @@ def _apply(runtime: Any, name: str, operations: list[dict]) -> dict:
     return UpdateResponse(graph=name, version=result.version, upserted_nodes=report.upserted_nodes,
                           deleted_nodes=report.deleted_nodes, upserted_edges=report.upserted_edges,
                           deleted_edges=report.deleted_edges, embedded=result.embedded,
-                          cache_entries_kept=len(kept), seconds=result.seconds).model_dump()
+                          cache_entries_kept=len(kept), seconds=result.seconds, compacted=result.compacted).model_dump()
 
 
 @router.post("/v1/graphs/{name}/update", response_model=UpdateResponse)

@@ -123,11 +123,11 @@ def worker_environment() -> dict[str, str]:
 
 
 class _Worker:
-    def __init__(self, graph_dir: str, limits: SandboxLimits):
+    def __init__(self, graph_dir: str, limits: SandboxLimits, version: dict | None = None):
         from multiprocessing.connection import Connection
 
         parent_socket, child_socket = socket.socketpair()
-        options = {"memory_mb": limits.memory_mb, "neighbour_limit": limits.neighbour_limit}
+        options = {"memory_mb": limits.memory_mb, "neighbour_limit": limits.neighbour_limit, "version": version}
         environment = worker_environment()
         try:
             self.process = subprocess.Popen(
@@ -218,14 +218,18 @@ def _no_retrieval(text: str) -> str:
 
 
 class SandboxExecutor:
-    """A pool of `workers` sandbox processes over the graph at `graph_dir`. Thread-safe."""
+    """A pool of `workers` sandbox processes over the graph at `graph_dir`. Thread-safe.
+
+    `version` ({"version", "base", "delta"}, graph/versions.py) pins every worker of the pool,
+    those started later included, to one version of an updated store; without it a worker opens
+    the version committed when it starts. With `source` (a live GraphSource) instead of a store,
+    workers open nothing and the parent answers their primitive calls from the source."""
 
     def __init__(self, graph_dir: str | Path | None = None, *, workers: int = 2, limits: SandboxLimits | None = None,
-                 source: Any = None):
-        """`graph_dir`: a store the workers map themselves; or `source`: a live GraphSource the
-        parent answers the workers' primitive calls from (workers open no sockets)."""
+                 version: dict | None = None, source: Any = None):
         from glmcot.agents.sandbox.worker import PROXY
 
+        self.version = version
         self.limits = limits or SandboxLimits()
         self.source = source
         self._tools = None
@@ -259,7 +263,7 @@ class SandboxExecutor:
             return [worker.process.pid for worker in self._all if worker.alive()]
 
     def _spawn(self) -> _Worker:
-        worker = _Worker(self.graph_dir, self.limits)
+        worker = _Worker(self.graph_dir, self.limits, self.version)
         with self._lock:
             self._all.add(worker)
         return worker

@@ -1,8 +1,9 @@
 """Layer 2-4 of the sandbox: the worker process.
 
 A long-lived process: a fresh interpreter (`python -m glmcot.agents.sandbox.worker`, in its own
-session, so no parent threads, locks or main module come along). It opens the graph mmap once,
-then runs snippets one at a time:
+session, so no parent threads, locks or main module come along). It opens the graph mmap once
+(the version its pool was made for, so a worker started after an update still reads the
+version its questions started on), then runs snippets one at a time:
 - namespace: only the five primitives and an allowlisted set of builtins (no `__import__`);
 - primitives return plain values; their calls are counted and capped;
 - `print` writes into a capped buffer;
@@ -80,7 +81,15 @@ def main(conn, graph_dir: str, options: dict) -> None:  # pragma: no cover - run
         if graph_dir != PROXY:  # the memory-mapped store stays inside the worker
             from glmcot.graph.opener import open_source
 
-            graph = open_source(graph_dir)
+            pinned = options.get("version")
+            if pinned is not None:  # the version of the question this worker serves, never a newer one
+                from glmcot.graph.graph_source import StoreSource
+                from glmcot.graph.versions import VersionInfo, open_version
+
+                graph = StoreSource(open_version(graph_dir, VersionInfo(int(pinned["version"]), str(pinned["base"]),
+                                                                        pinned["delta"])))
+            else:
+                graph = open_source(graph_dir)
         from glmcot.agents.sandbox.runtime import SnippetRuntime
 
         runtime = SnippetRuntime(graph, conn, options)
