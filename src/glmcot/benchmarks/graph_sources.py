@@ -119,15 +119,15 @@ def time_sandbox(location: str, calls: list[tuple[str, tuple]], live: bool, repe
 
 def scripted_question_latency(dataset: Path, location: str, questions: int, out: Path) -> dict:
     """`glmcot eval --scripted --method glm` on `location`: median question latency and the answers."""
-    from typer.testing import CliRunner
+    import subprocess
+    import sys
 
-    from glmcot.cli import app
-
-    result = CliRunner().invoke(app, ["eval", "--questions", str(dataset / "questions.jsonl"), "--graph", location,
-                                      "--method", "glm", "--scripted", "--limit", str(questions), "--out", str(out),
-                                      "--json", "--fresh"])
-    if result.exit_code != 0:
-        raise RuntimeError(f"scripted eval on {location} failed: {result.output[-1000:]}")
+    command = [sys.executable, "-c", "from glmcot.cli import main; main()", "eval", "--questions",
+               str(dataset / "questions.jsonl"), "--graph", location, "--method", "glm", "--scripted", "--limit",
+               str(questions), "--out", str(out), "--json", "--fresh"]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"scripted eval on {location} failed: {(result.stdout + result.stderr)[-1000:]}")
     rows = [json.loads(line) for line in (out / "glm.jsonl").read_text().splitlines()]
     return {"median_latency_s": statistics.median(float(row["latency_s"]) for row in rows),
             "answers": [row["model_answer"] for row in rows],

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from glmcot.graph.graph_source import StoreSource, ranked_neighbours
 from glmcot.graph.store import Graph
 
 CHUNK_RENDERER_VERSION = "vc1"
@@ -51,35 +52,12 @@ def format_value(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def ranked_neighbours(graph: Graph, index: int, relation: str, top_k: int) -> tuple[np.ndarray, int]:
-    """Top-k neighbour indices by edge weight (or by their degree), and the full count."""
-    neighbours = np.asarray(graph.neighbor_indices(index, relation), dtype=np.int64)
-    total = len(neighbours)
-    if total == 0 or top_k <= 0:
-        return neighbours[:0], total
-    weights = graph.neighbor_weights(index, relation)
-    scores = np.asarray(weights if weights is not None else graph.total_degree(neighbours), dtype=np.float64)
-    positions = np.arange(total)
-    if total > 4 * top_k:
-        # Hubs: keep only candidates scoring at least the k-th best value (a value, so the choice
-        # does not depend on the selection algorithm), the tied ones in stored order.
-        kth = np.partition(scores, total - top_k)[total - top_k]
-        above = positions[scores > kth]
-        tied = positions[scores == kth][: top_k - len(above)]
-        positions = np.concatenate([above, tied])
-    # Highest score first; ties keep the stored order, so the result is deterministic.
-    order = positions[np.lexsort((positions, -scores[positions]))][:top_k]
-    return neighbours[order], total
-
-
 def render_chunk(graph: Graph, node_id: str, config: ChunkConfig = DEFAULT_CHUNK_CONFIG) -> str:
     """The vertex chunk of ``node_id`` (raises NodeNotFound)."""
     return render_chunk_at(graph, graph.index(node_id), config)
 
 
 def render_chunk_at(graph: Graph, index: int, config: ChunkConfig = DEFAULT_CHUNK_CONFIG) -> str:
-    from glmcot.graph.graph_source import StoreSource
-
     return render_chunk_view(StoreSource(graph).chunk_view(index, config.top_k), config)
 
 
@@ -110,8 +88,6 @@ def chunk_key(graph, node_id: str, config: ChunkConfig = DEFAULT_CHUNK_CONFIG) -
     updated store also a digest of the chunk's text, so changed content never reuses old KV. For a
     live source (any `GraphSource` but the store) the source's version token takes the store's
     place: an update there changes every key (it invalidates all chunks, never none)."""
-    from glmcot.graph.graph_source import StoreSource
-
     if isinstance(graph, StoreSource):
         graph = graph.graph
     if not isinstance(graph, Graph):

@@ -34,7 +34,6 @@ from glmcot.graph.graph_source import ChunkRelation, ChunkView, Neighbours, Sche
 SCHEMA_LABEL = "GlmcotSchema"
 NODE_LABEL = "Node"
 DANGLING_LABEL = "Dangling"
-RESERVED = ("_id", "_type", "_text", "_degree", "_order", "_absent", "_nulls")
 MAX_ID_CHARS = 100_000  # longer ids are no node anywhere; they never travel to the database
 
 
@@ -227,4 +226,4 @@ class CypherSource:
 
 
 __all__ = ["CypherSource", "CypherRunner", "CypherNode", "SCHEMA_LABEL", "NODE_LABEL", "DANGLING_LABEL",
-           "RESERVED", "relation_error", "valid_id"]
+           "relation_error", "valid_id"]

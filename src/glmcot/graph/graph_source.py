@@ -17,6 +17,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Protocol, runtime_checkable
 
+import numpy as np
+
 from glmcot.graph.errors import GraphFormatError, NodeNotFound
 
 NodeRef = Hashable  # what `resolve` returns: an int index for the store, the id string for a database
@@ -163,6 +165,27 @@ def require(source: GraphSource, node_id: str) -> NodeRef:
     return ref
 
 
+def ranked_neighbours(graph, index: int, relation: str, top_k: int) -> tuple[np.ndarray, int]:
+    """Top-k neighbour indices by edge weight (or by their degree), and the full count."""
+    neighbours = np.asarray(graph.neighbor_indices(index, relation), dtype=np.int64)
+    total = len(neighbours)
+    if total == 0 or top_k <= 0:
+        return neighbours[:0], total
+    weights = graph.neighbor_weights(index, relation)
+    scores = np.asarray(weights if weights is not None else graph.total_degree(neighbours), dtype=np.float64)
+    positions = np.arange(total)
+    if total > 4 * top_k:
+        # Hubs: keep only candidates scoring at least the k-th best value (a value, so the choice
+        # does not depend on the selection algorithm), the tied ones in stored order.
+        kth = np.partition(scores, total - top_k)[total - top_k]
+        above = positions[scores > kth]
+        tied = positions[scores == kth][: top_k - len(above)]
+        positions = np.concatenate([above, tied])
+    # Highest score first; ties keep the stored order, so the result is deterministic.
+    order = positions[np.lexsort((positions, -scores[positions]))][:top_k]
+    return neighbours[order], total
+
+
 class StoreSource:
     """The memory-mapped store (a `Graph`, or its updated `MergedGraph` view) as a `GraphSource`.
     Refs are node indices; every method is the store's own index path."""
@@ -222,8 +245,6 @@ class StoreSource:
         return result
 
     def chunk_view(self, ref: int, top_k: int) -> ChunkView:
-        from glmcot.graph.chunks import ranked_neighbours
-
         graph = self.graph
         node_type = graph.type_of_index(ref)
         relations = []
@@ -235,8 +256,6 @@ class StoreSource:
         return ChunkView(graph.node_id(ref), node_type, graph.features_at(ref), relations)
 
     def iter_nodes(self, batch: int = 4096) -> Iterator[list[tuple[str, str, str]]]:
-        import numpy as np
-
         graph = self.graph
         for node_type in graph.node_types:
             if hasattr(graph, "type_indices"):
@@ -282,4 +301,4 @@ def as_source(graph: Any) -> GraphSource:
 
 
 __all__ = ["GraphSource", "StoreSource", "Schema", "TypeSchema", "Neighbours", "ChunkRelation", "ChunkView",
-           "NodeRef", "SourceUnavailable", "require", "store_of", "as_source"]
+           "NodeRef", "SourceUnavailable", "require", "store_of", "as_source", "ranked_neighbours"]

@@ -355,7 +355,7 @@ def _safe_text(text: str) -> str:
 def export_to_sparql(graph, location: str, overwrite: bool = False, progress=None):
     from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, Triple, serialize
 
-    from glmcot.graph.db_export import ExportReport, check_names, edge_records, node_records
+    from glmcot.graph.export_records import ExportReport, check_names, edge_records, node_records
     from glmcot.graph.graph_source import StoreSource
 
     started = time.perf_counter()
