@@ -70,7 +70,8 @@ def _eval(args: list[str], out: Path) -> dict[str, list[dict]]:
     result = CliRunner().invoke(app, [*args, "--out", str(out), "--json"],
                                 env={"GLMCOT_CONCURRENCY": "2", "HF_HUB_OFFLINE": "1"})
     assert result.exit_code == 0, result.output
-    return {method: [json.loads(line) for line in (out / f"{method}.jsonl").read_text().splitlines()]
+    return {method: sorted((json.loads(line) for line in (out / f"{method}.jsonl").read_text().splitlines()),
+                           key=lambda row: row["qid"])  # rows land in the order questions finish
             for method in ("graphcot", "glm")}
 
 
@@ -177,3 +178,17 @@ def test_glm_agent_fails_a_question_with_graph_source_error_when_the_database_is
     finally:
         context.close()
         server.stop()
+
+
+def test_a_live_chunk_key_follows_the_chunk_text(store, database_url):
+    from glmcot.graph.chunks import chunk_key
+
+    db = open_source(database_url)
+    try:
+        node_id = _nodes(store)[0][0]
+        text = render_source_chunk(db, db.resolve(node_id))
+        key = chunk_key(db, node_id)
+        assert key == chunk_key(db, node_id, text=text) and key.startswith(f"vertex:{db.location}:{node_id}:")
+        assert chunk_key(db, node_id, text=text + "changed\n") != key
+    finally:
+        db.close()

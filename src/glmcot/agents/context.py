@@ -123,8 +123,10 @@ class AgentContext:
 
         return store_of(self.source) is None
 
-    def chunk_key(self, node_id: str) -> str:
-        return self._chunk_key(self.source, node_id)
+    def chunk_key(self, node_id: str, text: str | None = None) -> str:
+        """The KV reuse key of a node's vertex chunk; `text`: the chunk as the sandbox rendered it
+        (a live source keys it by its digest, so a changed node never reuses old KV)."""
+        return self._chunk_key(self.source, node_id, text=text)
 
     def prompts(self, domain: str | None = None, *, graphcot_examples: bool = True) -> PromptSet:
         key = (domain or self.domain, graphcot_examples)

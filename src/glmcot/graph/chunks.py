@@ -7,12 +7,13 @@ store gives byte-identical text in every process. Any change to the output forma
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 
 import numpy as np
 
-from glmcot.graph.graph_source import StoreSource, ranked_neighbours
+from glmcot.graph.graph_source import StoreSource, ranked_neighbours, require
 from glmcot.graph.store import Graph
 
 CHUNK_RENDERER_VERSION = "vc1"
@@ -83,15 +84,19 @@ def render_chunk_view(view, config: ChunkConfig = DEFAULT_CHUNK_CONFIG) -> str:
     return "\n".join(lines) + "\n"
 
 
-def chunk_key(graph, node_id: str, config: ChunkConfig = DEFAULT_CHUNK_CONFIG) -> str:
+def chunk_key(graph, node_id: str, config: ChunkConfig = DEFAULT_CHUNK_CONFIG, text: str | None = None) -> str:
     """Reuse key of a vertex chunk: store, node, renderer version and rendering options; for an
-    updated store also a digest of the chunk's text, so changed content never reuses old KV. For a
-    live source (any `GraphSource` but the store) the source's version token takes the store's
-    place: an update there changes every key (it invalidates all chunks, never none)."""
+    updated store also a digest of the chunk's text, so changed content never reuses old KV. On a
+    live source (any `GraphSource` but the store) the database's location takes the store's place
+    and the key always ends in the digest of the chunk's text (`text` as rendered, else rendered
+    now): a database changed by anyone invalidates exactly the chunks whose text changed."""
     if isinstance(graph, StoreSource):
         graph = graph.graph
     if not isinstance(graph, Graph):
-        return f"vertex:{graph.version()}:{node_id}:{CHUNK_RENDERER_VERSION}:{config.signature}"
+        if text is None:
+            text = render_source_chunk(graph, require(graph, node_id), config)
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        return f"vertex:{graph.location}:{node_id}:{CHUNK_RENDERER_VERSION}:{config.signature}:{digest}"
     key = f"vertex:{graph.store_id}:{node_id}:{CHUNK_RENDERER_VERSION}:{config.signature}"
     digest = getattr(graph, "content_digest", None)
     return key if digest is None else f"{key}:{digest(node_id, config)}"

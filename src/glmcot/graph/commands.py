@@ -416,9 +416,13 @@ def update_command(
     from glmcot.graph.errors import GraphFormatError
     from glmcot.graph.versions import apply_update
 
+    from glmcot.graph.opener import is_database
     from glmcot.graph.store import Graph
     from glmcot.graph.versions import reverse_suffix_of
 
+    if is_database(store):
+        _fail(f"{store} is a graph database: `glmcot graph update` writes to stores only so far; change the "
+              "database itself (agents see the change on their next question)", code=2)
     try:
         recorded = reverse_suffix_of(Graph.open(store))
         if recorded and reverse_suffix and reverse_suffix != recorded:

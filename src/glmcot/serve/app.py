@@ -158,9 +158,10 @@ def create_app(config: ServeConfig, runtime: Runtime | None = None) -> FastAPI:
         failure = getattr(engine, "failure", None) if engine is not None else None
         if status == "ok" and failure:
             status, detail = "engine_failed", failure
+        sources = await asyncio.to_thread(state.runtime.graph_sources) if state.runtime and status == "ok" else {}
         body = Health(status=status, policy=config.policy,
                       graphs=state.runtime.graph_names() if state.runtime else [],
-                      model=config.model_name, detail=detail)
+                      model=config.model_name, detail=detail, graph_sources=sources)
         if status != "ok":
             return JSONResponse(body.model_dump(), status_code=503)
         return body
