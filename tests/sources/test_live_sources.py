@@ -33,6 +33,7 @@ def test_every_node_reads_the_same_on_the_database(store, database_url):
             assert render_source_chunk(store, a) == render_source_chunk(db, b)
             for relation in store.schema().type(node_type).relations:
                 assert store.neighbours(a, relation, 3) == db.neighbours(b, relation, 3)
+                assert store.neighbours(a, relation) == db.neighbours(b, relation)  # no bound: the whole list
                 assert store.degree(a, relation) == db.degree(b, relation)
         assert db.texts([nodes[0][0], "no-such-id"]) == [nodes[0][2], "no-such-id"]
     finally:

@@ -47,6 +47,22 @@ def open_retriever(spec: Any, graph_dir: Path, graph) -> Any:
     raise ValueError(f"unknown retriever {spec!r}: expected auto, embedding, lexical or an object")
 
 
+def open_source_retriever(source, required: bool = False) -> Any:
+    """RetrieveNode over a live source: glmcot's embedding index built from the source's texts,
+    else (no embedder installed) lexical matching of the same texts."""
+    from glmcot.graph.retrieval import source_retriever
+
+    try:
+        return source_retriever(source)
+    except (ImportError, OSError) as error:
+        if required:
+            raise
+        import logging
+
+        logging.getLogger(__name__).warning("no embedder for %s (%s): RetrieveNode matches node texts", source.location, error)
+        return "lexical"
+
+
 class AgentContext:
     """`graph_dir`: any location `glmcot.graph.opener.open_source` takes (a store folder, a dataset
     folder holding one, or a database URL). `source` is the GraphSource every consumer reads;
@@ -101,8 +117,7 @@ class AgentContext:
             self.graph = store if store is not None else self.source
             self.domain = domain or (self.source.schema().domain if live else dataset_domain(self.graph_dir))
             if live and retriever in ("auto", "embedding"):
-                # no node index beside a database yet: RetrieveNode matches the source's texts
-                retriever = "lexical"
+                retriever = open_source_retriever(self.source, required=retriever == "embedding")
             self.retrieval = RetrievalService(open_retriever(retriever, self.graph_dir, self.graph), threads=retrieval_threads)
             if live:
                 self.executor = SandboxExecutor(workers=workers, limits=limits, source=self.source)

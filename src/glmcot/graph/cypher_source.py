@@ -48,6 +48,8 @@ class CypherRunner(Protocol):
 Q_SCHEMA = f"MATCH (s:{SCHEMA_LABEL}) RETURN s.json, s.version, s.store"
 Q_VERSION = f"MATCH (s:{SCHEMA_LABEL}) RETURN s.version, s.store"
 Q_NODE = f"MATCH (n:{NODE_LABEL} {{_id: $id}}) RETURN properties(n)"
+Q_ALL_NEIGHBOURS = (f"MATCH (n:{NODE_LABEL} {{_id: $id}})-[r]->(m) WHERE type(r) = $relation "
+                    "WITH r, m ORDER BY r._pos WITH collect(m._id) AS ids, count(r) AS total RETURN ids, total")
 Q_NEIGHBOURS = (f"MATCH (n:{NODE_LABEL} {{_id: $id}})-[r]->(m) WHERE type(r) = $relation "
                 "WITH r, m ORDER BY r._pos WITH collect(m._id) AS ids, count(r) AS total RETURN ids[0..$limit], total")
 Q_DEGREE = f"MATCH (n:{NODE_LABEL} {{_id: $id}})-[r]->() WHERE type(r) = $relation RETURN count(r)"
@@ -182,8 +184,10 @@ class CypherSource:
     def neighbours(self, ref: CypherNode, relation: str, limit: int | None = None) -> Neighbours:
         node = self._ref(ref)
         self._relation(node, relation)
-        limit = 1 << 62 if limit is None else max(int(limit), 0)
-        rows = self.runner.run(Q_NEIGHBOURS, {"id": node.node_id, "relation": relation, "limit": limit})
+        if limit is None:  # the whole list (a slice bound past 2^31 gives FalkorDB's empty list)
+            rows = self.runner.run(Q_ALL_NEIGHBOURS, {"id": node.node_id, "relation": relation})
+        else:
+            rows = self.runner.run(Q_NEIGHBOURS, {"id": node.node_id, "relation": relation, "limit": max(int(limit), 0)})
         ids, total = (rows[0][0] or [], rows[0][1]) if rows else ([], 0)
         return Neighbours(list(ids), int(total))
 
