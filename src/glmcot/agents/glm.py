@@ -12,8 +12,8 @@ failure category (Table 5), never an exception.
 
 from __future__ import annotations
 
+from glmcot.agents.base import AsyncAnswer, QuestionFailed, QuestionRun
 from glmcot.graph.graph_source import SourceUnavailable
-from glmcot.agents.base import QuestionFailed, QuestionRun
 from glmcot.agents.config import AgentConfig
 from glmcot.agents.context import AgentContext
 from glmcot.agents.notebook import Notebook
@@ -36,7 +36,7 @@ def failure_category(kind: str) -> str:
     return "code_error"
 
 
-class GLMAgent:
+class GLMAgent(AsyncAnswer):
     method = "glm"
 
     def __init__(self, backend: LLMBackend, context: AgentContext, config: AgentConfig | None = None):

@@ -31,8 +31,8 @@ from typing import Any
 
 import yaml
 
+from glmcot.agents.base import AsyncAnswer, QuestionFailed, QuestionRun
 from glmcot.graph.graph_source import SourceUnavailable
-from glmcot.agents.base import QuestionFailed, QuestionRun
 from glmcot.agents.config import AgentConfig
 from glmcot.agents.context import AgentContext
 from glmcot.agents.records import QuestionResult
@@ -294,7 +294,7 @@ def format_step(text: str) -> str:
 
 
 # ---- the agent ------------------------------------------------------------------------------------
-class FaithfulGraphCoTAgent:
+class FaithfulGraphCoTAgent(AsyncAnswer):
     method = METHOD
 
     def __init__(self, backend: LLMBackend, context: AgentContext, config: AgentConfig | None = None,

@@ -96,8 +96,9 @@ def event_views(event: TraceEvent) -> list[tuple[str, dict[str, Any]]]:
 
 @router.get("/v1/graphs", response_model=GraphList, tags=["Questions"])
 async def list_graphs(request: Request) -> GraphList:
-    runtime = request.app.state.serve.runtime
-    return GraphList(data=[GraphInfo(**info) for info in runtime.graph_infos()])
+    from glmcot.serve.graph_desk import desk_of   # only the graphs the key sees
+
+    return GraphList(data=[GraphInfo(**info) for info in desk_of(request).infos()])
 
 
 def _validate(request: Request, body: AskRequest) -> str:
@@ -111,7 +112,9 @@ def _validate(request: Request, body: AskRequest) -> str:
         raise errors.APIError(400, f"options.max_tokens {body.options.max_tokens} exceeds the "
                               f"server's limit of {tokens_limit} (--max-tokens-limit)",
                               code="max_tokens_too_large")
-    names = state.runtime.graph_names()
+    from glmcot.serve.graph_desk import desk_of
+
+    names = desk_of(request).visible()   # a graph the key does not see is unknown to it
     if body.graph is None:
         if len(names) != 1:
             raise errors.APIError(400, f"name a graph; this server has {names}",
