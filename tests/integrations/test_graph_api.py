@@ -173,3 +173,11 @@ def test_the_readme_curl_without_a_json_content_type(client):
     broken = client.post("/v1/ask", headers={**auth("reader"), "Content-Type": "application/x-www-form-urlencoded"},
                          content="question=hello")
     assert broken.status_code == 400 and broken.json()["error"]["message"] == "malformed JSON body"
+
+
+def test_the_trace_page_needs_no_key_under_a_keys_file(client):
+    # the page holds no secret; the API calls it makes send the key
+    page = client.get("/ui")
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    assert client.get("/uiother").status_code == 401   # a prefix match is a whole path segment
+    assert client.get("/v1/graphs").status_code == 401

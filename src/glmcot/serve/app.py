@@ -16,7 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import glmcot
-from glmcot.serve import ask, errors, graph_serving, openai_api, updates
+from glmcot.serve import ask, errors, graph_serving, openai_api, ui, updates
 from glmcot.serve.config import ServeConfig
 from glmcot.serve.limits import Admission
 from glmcot.serve.metrics import CONTENT_TYPE, ServerMetrics
@@ -179,6 +179,7 @@ def create_app(config: ServeConfig, runtime: Runtime | None = None) -> FastAPI:
     app.include_router(ask.router)
     app.include_router(openai_api.router)
     app.include_router(updates.router)
+    app.include_router(ui.router)
     serving = graph_serving.install(app, config)   # graph endpoints, per-graph keys, store watcher
 
     # Outermost first: count everything, then authenticate, then bound the body.

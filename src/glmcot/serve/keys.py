@@ -30,7 +30,7 @@ from typing import Any
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from glmcot.serve.errors import error_body
-from glmcot.serve.security import DOCS_PATHS, OPEN_PATHS, _send_json, presented_key
+from glmcot.serve.security import _send_json, is_open, presented_key
 
 RELOAD_CHECK_S = 1.0   # how often the keys file's modification time is looked at
 
@@ -204,15 +204,15 @@ GRANT_SCOPE_KEY = "glmcot_grant"
 
 class AccessMiddleware:
     """401 without a known key, 429 past a key's rate; the grant goes on to the handlers in the
-    request's scope state. /health (and the docs when public) stay open."""
+    request's scope state. /health, the trace page (and the docs when public) stay open."""
 
     def __init__(self, app: ASGIApp, access: Access, public_docs: bool = False) -> None:
         self.app = app
         self.access = access
-        self.open_paths = OPEN_PATHS | (DOCS_PATHS if public_docs else frozenset())
+        self.public_docs = public_docs
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self.open_paths:
+        if scope["type"] != "http" or is_open(scope["path"], self.public_docs):
             await self.app(scope, receive, send)
             return
         key = presented_key(scope["headers"])

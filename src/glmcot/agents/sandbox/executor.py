@@ -66,6 +66,11 @@ class ExecutionResult:
     calls: int = 0
     seconds: float = 0.0
     retrieval_s: float = 0.0
+    # the subgraph walked (for the trace view): RetrieveNode (text, node), NeighbourCheck
+    # (node, relation, neighbours), and a short text per node seen
+    retrieved: list[tuple[str, str]] = field(default_factory=list)
+    follows: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
 
     def error_text(self) -> str:
         """One line for the A-Agent: type, message and line."""
@@ -81,6 +86,10 @@ class ExecutionResult:
             "error": self.error,
             "touched": self.touched,
             "chunks": [node for node, _ in self.chunks],
+            "chunk_texts": {node: text for node, text in self.chunks},
+            "retrieved": [list(pair) for pair in self.retrieved],
+            "follows": [[node, relation, list(found)] for node, relation, found in self.follows],
+            "labels": dict(self.labels),
             "calls": self.calls,
             "seconds": round(self.seconds, 6),
             "retrieval_s": round(self.retrieval_s, 6),
@@ -209,8 +218,24 @@ def _result(data: dict, seconds: float, retrieval_s: float) -> tuple[ExecutionRe
         calls=int(data.get("calls", 0)),
         seconds=seconds,
         retrieval_s=retrieval_s,
+        **_walk(data),
     )
     return result, not data.get("recycle")
+
+
+def _walk(data: dict, limit: int = 500) -> dict:
+    """The worker's subgraph records, type-checked and bounded (they come from the sandbox)."""
+    def text(value: Any, size: int = 200) -> str:
+        return valid_text(str(value))[:size]
+
+    retrieved = [(text(item[0]), text(item[1])) for item in list(data.get("retrieved") or [])[:limit]
+                 if isinstance(item, (list, tuple)) and len(item) == 2]
+    follows = [(text(item[0]), text(item[1], 100), [text(node) for node in list(item[2])[:limit]])
+               for item in list(data.get("follows") or [])[:limit]
+               if isinstance(item, (list, tuple)) and len(item) == 3 and isinstance(item[2], (list, tuple))]
+    labels = data.get("labels") if isinstance(data.get("labels"), dict) else {}
+    return {"retrieved": retrieved, "follows": follows,
+            "labels": {text(key): text(value) for key, value in list(labels.items())[:2 * limit]}}
 
 
 def _no_retrieval(text: str) -> str:

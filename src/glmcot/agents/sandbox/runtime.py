@@ -105,6 +105,11 @@ class SnippetRuntime:
         max_query = int(job.get("max_query_chars", 2000))
         retrieval = {"seconds": 0.0}
         self.remote_touch.clear()
+        # The subgraph the snippet walked, for the trace's pictures: RetrieveNode text -> node,
+        # and each relation followed (NeighbourCheck) with the neighbours it returned; bounded.
+        max_walk = int(job.get("max_walk", 200))
+        retrieved: list[list[str]] = []
+        follows: list[list[Any]] = []
 
         def touch(node_id: Any) -> None:
             if isinstance(node_id, str) and node_id not in seen and self._known(node_id):
@@ -131,6 +136,8 @@ class SnippetRuntime:
             if self.graph is None:
                 self.remote_touch[value] = True  # RetrieveNode names a node
             touch(value)
+            if len(retrieved) < max_walk:
+                retrieved.append([text[:200], str(value)])
             return value
 
         def wrap(name: str, function):
@@ -138,13 +145,18 @@ class SnippetRuntime:
                 count()
                 if self.graph is None:  # the parent says whether the id named a node
                     try:
-                        return function(*args, **kwargs)
+                        value = function(*args, **kwargs)
                     finally:
                         if args:
                             touch(args[0])
-                if args:
-                    touch(args[0])
-                return function(*args, **kwargs)
+                else:
+                    if args:
+                        touch(args[0])
+                    value = function(*args, **kwargs)
+                if (name == "NeighbourCheck" and len(args) >= 2 and isinstance(args[0], str)
+                        and isinstance(args[1], str) and len(follows) < max_walk):
+                    follows.append([args[0], args[1][:100], [str(n) for n in list(value)[:max_walk]]])
+                return value
 
             call.__name__ = name
             return call
@@ -194,12 +206,23 @@ class SnippetRuntime:
                 chunks.append((node_id, self.functions["NodeInfo"](node_id)))
             except Exception:
                 continue
+        labels = {}
+        for node_id in touched[:max_walk] + [n for _, _, found in follows for n in found][:max_walk]:
+            if node_id not in labels:
+                try:  # a live source's texts stay with the parent: its pictures show ids only
+                    found = self.graph is not None and self.graph.resolve(node_id) is not None
+                    labels[node_id] = (self.graph.texts([node_id])[0] or "")[:200] if found else ""
+                except Exception:
+                    labels[node_id] = ""
         # Drop references held by the snippet's scope before the next job.
         scope.clear()
         result.update(
             output=output.text(),
             touched=touched,
             chunks=chunks,
+            retrieved=retrieved,
+            follows=follows,
+            labels=labels,
             calls=calls["n"],
             seconds=time.perf_counter() - started,
             retrieval_s=retrieval["seconds"],
