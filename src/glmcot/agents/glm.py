@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 
 from glmcot.agents.base import AsyncAnswer, QuestionFailed, QuestionRun
+from glmcot.graph.graph_source import SourceUnavailable
 from glmcot.agents.config import AgentConfig
 from glmcot.agents.context import AgentContext
 from glmcot.agents.notebook import Notebook
@@ -61,6 +62,8 @@ class GLMAgent(AsyncAnswer):
             return run.finish("", failure)
         except LLMError as error:
             return run.finish("", QuestionFailed("backend_error", str(error)))
+        except SourceUnavailable as error:
+            return run.finish("", QuestionFailed("graph_source_error", str(error)))
         except SandboxError as error:
             return run.finish("", QuestionFailed("code_error", f"sandbox: {error}"))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 
 from glmcot.agents.base import AsyncAnswer, QuestionFailed, QuestionRun
+from glmcot.graph.graph_source import SourceUnavailable
 from glmcot.agents.config import AgentConfig
 from glmcot.agents.context import AgentContext
 from glmcot.agents.records import QuestionResult
@@ -98,3 +99,6 @@ class GraphCoTAgent(AsyncAnswer):
         except LLMError as error:
             run.result.retrieval_time_s = resolve.seconds
             return run.finish("", QuestionFailed("backend_error", str(error)))
+        except SourceUnavailable as error:
+            run.result.retrieval_time_s = resolve.seconds
+            return run.finish("", QuestionFailed("graph_source_error", str(error)))

@@ -270,15 +270,13 @@ class LexicalRetriever:
         self.last_scan_chars = 0
         self._exact: dict[str, str] = {}
         self._folded: dict[str, str] = {}
-        for node_type in graph.node_types:
-            start, end = graph.type_range(node_type)
-            # an updated store (graph/merged.py) lists its live nodes, added ones included
-            indices = graph.type_indices(node_type).tolist() if hasattr(graph, "type_indices") else range(start, end)
-            for index in indices:
-                text = graph.text_at(index)
+        from glmcot.graph.graph_source import as_source
+
+        # every node's main text through the graph source (a store, its updated view, a database)
+        for batch in as_source(graph).iter_nodes():
+            for node_id, _node_type, text in batch:
                 if not text:
                     continue
-                node_id = graph.node_id(index)
                 self._exact.setdefault(text, node_id)
                 self._folded.setdefault(self._fold(text), node_id)
         # Folded text length -> [(first-seen order, folded text, node id)], in first-seen order.

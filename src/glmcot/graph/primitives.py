@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from glmcot.graph.chunks import DEFAULT_CHUNK_CONFIG, ChunkConfig, render_chunk_at
+from glmcot.graph.chunks import DEFAULT_CHUNK_CONFIG, ChunkConfig, render_source_chunk
 from glmcot.graph.errors import (
     FeatureNotFound,
     GraphToolError,
@@ -21,7 +21,7 @@ from glmcot.graph.errors import (
     RelationNotFound,
     RetrievalUnavailable,
 )
-from glmcot.graph.store import Graph
+from glmcot.graph.graph_source import GraphSource, NodeRef, as_source
 from glmcot.graph.values import fresh
 
 PRIMITIVES = ("RetrieveNode", "NodeInfo", "NodeFeature", "NeighbourCheck", "NodeDegree")
@@ -52,18 +52,19 @@ class NeighbourList(list):
 
 
 class GraphTools:
-    """The primitives bound to one graph; records the node ids a snippet looked at."""
+    """The primitives bound to one graph source (a store or a live database, graph/graph_source.py);
+    records the node ids a snippet looked at."""
 
     def __init__(
         self,
-        graph: Graph,
+        graph: GraphSource | Any,
         retriever: Retriever | None = None,
         neighbour_limit: int | None = 50,
         chunk_config: ChunkConfig = DEFAULT_CHUNK_CONFIG,
     ):
         if neighbour_limit is not None and neighbour_limit < 1:
             raise ValueError("neighbour_limit must be at least 1, or None for no bound")
-        self.graph = graph
+        self.source = as_source(graph)
         self.retriever = retriever
         self.neighbour_limit = neighbour_limit
         self.chunk_config = chunk_config
@@ -88,7 +89,7 @@ class GraphTools:
         return {name: getattr(self, name) for name in PRIMITIVES}
 
     # argument checks ---------------------------------------------------------------------------
-    def _node(self, value: Any, primitive: str) -> tuple[str, int]:
+    def _node(self, value: Any, primitive: str) -> tuple[str, NodeRef]:
         if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
             value = str(value)  # numeric-looking ids (MAG, Goodreads) written without quotes
         if isinstance(value, (list, tuple, set, frozenset)):
@@ -99,11 +100,11 @@ class GraphTools:
         if not isinstance(value, str):
             raise GraphToolError(f"{primitive} takes a node id string, got {type(value).__name__} {value!r}")
         node_id = value
-        index = self.graph._find(node_id)
-        if index < 0 and value != value.strip():  # stray spaces around an id written by a model
+        index = self.source.resolve(node_id)
+        if index is None and value != value.strip():  # stray spaces around an id written by a model
             node_id = value.strip()
-            index = self.graph._find(node_id)
-        if index < 0:
+            index = self.source.resolve(node_id)
+        if index is None:
             raise NodeNotFound(f"no such node: {value!r}; node ids come from RetrieveNode or NeighbourCheck")
         self._touch(node_id)
         return node_id, index
@@ -130,25 +131,25 @@ class GraphTools:
     def NodeInfo(self, node_id: str) -> str:  # noqa: N802
         """The node's vertex chunk: type, features, top neighbours per relation."""
         _, index = self._node(node_id, "NodeInfo")
-        return render_chunk_at(self.graph, index, self.chunk_config)
+        return render_source_chunk(self.source, index, self.chunk_config)
 
     def NodeFeature(self, node_id: str, feature: str) -> Any:  # noqa: N802
         """One feature value of a node: a fresh copy, so a snippet that changes it changes nothing else."""
         _, index = self._node(node_id, "NodeFeature")
-        return fresh(self.graph.feature_at(index, self._name(feature, "NodeFeature", "feature")))
+        return fresh(self.source.feature(index, self._name(feature, "NodeFeature", "feature")))
 
     def NeighbourCheck(self, node_id: str, relation: str) -> list[str]:  # noqa: N802
         """Neighbour ids along ``relation``, at most ``neighbour_limit`` of them, in the file's order."""
         _, index = self._node(node_id, "NeighbourCheck")
         relation = self._name(relation, "NeighbourCheck", "relation")
         # Dangling ids (naming no node) stay in the list, as in Graph-CoT and the gold answers.
-        total = self.graph.degree_at(index, relation)
-        return NeighbourList(self.graph.neighbor_id_list(index, relation, self.neighbour_limit), total)
+        found = self.source.neighbours(index, relation, self.neighbour_limit)
+        return NeighbourList(found.ids, found.total)
 
     def NodeDegree(self, node_id: str, relation: str) -> int:  # noqa: N802
         """Number of neighbours along ``relation``."""
         _, index = self._node(node_id, "NodeDegree")
-        return self.graph.degree_at(index, self._name(relation, "NodeDegree", "relation"))
+        return self.source.degree(index, self._name(relation, "NodeDegree", "relation"))
 
 
 __all__ = [

@@ -160,9 +160,12 @@ def create_app(config: ServeConfig, runtime: Runtime | None = None) -> FastAPI:
         if status == "ok" and failure:
             status, detail = "engine_failed", failure
         # with a keys file the graphs a server holds are for the keys that see them
+        hidden = bool(config.keys_file)
+        sources = await asyncio.to_thread(state.runtime.graph_sources) \
+            if state.runtime and status == "ok" and not hidden else {}
         body = Health(status=status, policy=config.policy,
-                      graphs=state.runtime.graph_names() if state.runtime and not config.keys_file else [],
-                      model=config.model_name, detail=detail)
+                      graphs=state.runtime.graph_names() if state.runtime and not hidden else [],
+                      model=config.model_name, detail=detail, graph_sources=sources)
         if status != "ok":
             return JSONResponse(body.model_dump(), status_code=503)
         return body

@@ -10,6 +10,8 @@ import typer
 
 
 def _parse_graphs(values: list[str]) -> dict[str, Path]:
+    from glmcot.graph.opener import is_database
+
     graphs: dict[str, Path] = {}
     for value in values:
         name, sep, directory = value.partition("=")
@@ -17,6 +19,15 @@ def _parse_graphs(values: list[str]) -> dict[str, Path]:
             directory, name = value, Path(value).name
         if name in graphs:
             raise typer.BadParameter(f"graph name {name!r} given twice", param_hint="--graph")
+        try:
+            database = is_database(directory)
+        except ValueError as error:
+            raise typer.BadParameter(str(error), param_hint="--graph") from None
+        if database:  # a graph database: NAME=falkordb://HOST:PORT/GRAPH or NAME=sparql+http://...
+            if not sep:
+                raise typer.BadParameter(f"name the database graph: --graph NAME={directory}", param_hint="--graph")
+            graphs[name] = Path(directory)
+            continue
         if not Path(directory).is_dir():
             raise typer.BadParameter(f"{directory}: no such graph directory",
                                      param_hint="--graph")
@@ -27,7 +38,8 @@ def _parse_graphs(values: list[str]) -> dict[str, Path]:
 def serve(
     graph: Annotated[list[str], typer.Option(
         "--graph", "-g", help="A graph to serve, as NAME=DIR (a store written by glmcot graph "
-        "import/synth, or a dataset dir's graph/). Repeat for several graphs.")] = [],
+        "import/synth, or a dataset dir's graph/) or NAME=URL (falkordb://HOST:PORT/GRAPH, "
+        "sparql+http://HOST:PORT/PATH). Repeat for several graphs.")] = [],
     model: Annotated[Optional[str], typer.Option(
         help="Native engine model: a local checkpoint directory or 'random:qwen3:tiny'. Enables "
         "the OpenAI-compatible endpoints.")] = None,

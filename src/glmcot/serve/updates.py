@@ -71,6 +71,10 @@ def _apply(runtime: Any, name: str, operations: list[dict]) -> dict:
     lock = _locks.setdefault(name, threading.Lock())
     with lock:
         handle = runtime.graphs[name]  # read under the lock: the previous update may just have swapped it
+        if getattr(handle.context, "is_live", False):
+            raise errors.APIError(400, f"graph {name!r} is a graph database ({handle.context.location}); updates "
+                                  "through glmcot write to stores only so far: change the database itself",
+                                  code="bad_update")
         try:
             parsed = [parse_operation(raw, f"operation {number}") for number, raw in enumerate(operations, 1)]
             result = apply_update(handle.context.graph_dir, parsed)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from glmcot.graph.chunks import render_chunk_at
+from glmcot.graph.chunks import render_source_chunk
 from glmcot.graph.errors import GraphToolError
 from glmcot.graph.primitives import PRIMITIVES, GraphTools, NeighbourList
 
@@ -94,8 +94,8 @@ class GraphCalls:
 
     def __init__(self, context: Any) -> None:
         self.context = context
-        self.graph = context.graph
-        self.tools = GraphTools(self.graph, retriever=_ServiceRetriever(context.retrieval))
+        self.source = context.source   # the GraphSource (a store or a graph database)
+        self.tools = GraphTools(self.source, retriever=_ServiceRetriever(context.retrieval))
 
     def call(self, call: PrimitiveCall) -> CallOutcome:
         call.check()
@@ -117,11 +117,11 @@ class GraphCalls:
         """The node's vertex chunk; GraphToolError (NodeNotFound) for an unknown id."""
         if not isinstance(node_id, str) or len(node_id) > MAX_ARGUMENT_CHARS:
             raise CallError(f"a node id is a string of at most {MAX_ARGUMENT_CHARS} characters")
-        index = self.graph._find(node_id)
-        if index < 0:
+        ref = self.source.resolve(node_id)
+        if ref is None:
             raise GraphToolError(f"no such node: {node_id!r}")
-        return VertexChunk(node_id=node_id, node_type=self.graph.type_of_index(index),
-                           text=render_chunk_at(self.graph, index, self.tools.chunk_config), score=score)
+        return VertexChunk(node_id=node_id, node_type=self.source.node_type(ref),
+                           text=render_source_chunk(self.source, ref, self.tools.chunk_config), score=score)
 
     def search(self, text: str, k: int = 4) -> list[VertexChunk]:
         """The `k` nodes whose text best matches `text`, best first, with scores: the embedding
@@ -139,14 +139,12 @@ class GraphCalls:
         else:
             outcome = self.call(PrimitiveCall("RetrieveNode", {"text": text}))
             hits = [(outcome.value, 1.0)] if outcome.ok else []   # no node matches: no documents
-        return [self.chunk(node_id, score=float(score)) for node_id, score in hits if self.graph._find(node_id) >= 0]
+        return [self.chunk(node_id, score=float(score)) for node_id, score in hits if self.source.resolve(node_id) is not None]
 
     def schema(self) -> list[NodeTypeSchema]:
-        graph = self.graph
-        return [NodeTypeSchema(name=node_type, count=int(graph.count(node_type)), text_feature=graph.text_key(node_type),
-                               features=list(graph.feature_names(node_type)),
-                               relations=list(graph.relation_names(node_type)))
-                for node_type in graph.node_types]
+        return [NodeTypeSchema(name=entry.name, count=int(entry.count), text_feature=entry.text_key,
+                               features=list(entry.features), relations=list(entry.relations))
+                for entry in self.source.schema().types]
 
     def chunks_used(self, trace: list[Any], limit: int = 20) -> list[VertexChunk]:
         """The vertex chunks of the nodes a question's snippets looked at (touched_node_ids)."""
