@@ -63,3 +63,21 @@ def test_exec_prints_a_deep_nesting_rejection_not_a_traceback(tmp_path, graph_di
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert "error (rejected)" in result.output and "nests too deeply" in result.output
     assert "Traceback" not in result.output
+
+
+def test_run_questions_refuses_to_resume_traces_of_another_backend(tmp_path, context, records):
+    import pytest
+
+    from glmcot.runs import ResumeMismatch
+
+    traces = tmp_path / "glm.jsonl"
+    backend = ScriptedBackend(records, code_runner=context.run_code)
+    run_questions(records[:2], method="glm", backend=backend, context=context, traces=traces)
+    before = traces.read_bytes()
+    other = ScriptedBackend(records, code_runner=context.run_code)
+    other.label = "another model"
+    with pytest.raises(ResumeMismatch, match=r"backend was 'scripted policy', now 'another model'.*resume=False"):
+        run_questions(records, method="glm", backend=other, context=context, traces=traces)
+    assert traces.read_bytes() == before
+    results = run_questions(records, method="glm", backend=other, context=context, traces=traces, resume=False)
+    assert all(r.backend == "another model" for r in results)
