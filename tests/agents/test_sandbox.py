@@ -433,6 +433,7 @@ PLAIN_REPRS = {
     "print(zip([1], [2]), enumerate('a'), reversed([1]), dict(zip('ab', [1, 2])), list(enumerate('a')))":
         "<zip object> <enumerate object> <reversed object> {'a': 1, 'b': 2} [(0, 'a')]",
     "print(1, 2, sep='-', end='!\\n')": "1-2!",
+    "x = [print, zip([1], [2])]\nprint(x, str(x))": "[<built-in function print>, <zip object>] [<built-in function print>, <zip object>]",
 }
 
 
@@ -448,6 +449,8 @@ def test_snippets_see_plain_reprs_with_no_heap_address_or_internal_name(sandbox,
     ("print(1, foo=2)", "print(): got an unexpected keyword argument 'foo'"),
     ("NodeFeature('x')", "NodeFeature(): missing a required argument: 'feature'"),
     ("RetrieveNode()", "RetrieveNode(): missing a required argument: 'text'"),
+    ("x = 1 + print", "unsupported operand type(s) for +: 'int' and 'function'"),
+    ("x = len(zip([1], [2]))", "object of type 'iterator' has no len()"),
 ])
 def test_a_wrong_call_of_a_primitive_names_the_primitive_only(sandbox, code, message):
     result = sandbox.run(code)

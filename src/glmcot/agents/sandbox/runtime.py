@@ -85,6 +85,12 @@ class PlainIterable:
         return self._label
 
 
+# Error messages name an object's type ("unsupported operand type(s) for +: 'int' and 'function'"):
+# the snippet sees the type of what it handles, not the runtime's class names.
+PlainCallable.__name__ = PlainCallable.__qualname__ = "function"
+PlainIterable.__name__ = PlainIterable.__qualname__ = "iterator"
+
+
 def plain_function(value: Any) -> Any:
     """What the policy wraps around a lambda or a method taken as a value."""
     if not callable(value) or isinstance(value, (PlainCallable, type)):
