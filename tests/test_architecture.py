@@ -15,8 +15,9 @@ ALLOWED = {
     "contract": set(),
     "offline": set(),
     "files": set(),
+    "terminal": set(),  # text for a terminal (control characters made visible)
     "runs": {"files"},
-    "graph": {"contract", "files"},
+    "graph": {"contract", "files", "terminal"},
     "engine": {"contract"},
     "data": {"contract", "graph", "files"},
     "llm": {"contract", "engine", "offline", "vllm_plugin"},  # the plugin's wire format (a pure module)
@@ -24,8 +25,9 @@ ALLOWED = {
     "vllm_plugin": {"contract", "files"},
     "mini": {"contract", "graph", "data", "engine", "llm", "agents", "files", "runs"},  # glmcot-mini: trained on the agents' calls
     # the one builder: graph stores, agent contexts, backends (scripted policy, glmcot-mini) and agents
-    "system": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "files"},
-    "eval": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "system", "benchmarks", "offline", "files", "runs"},
+    "system": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "files", "terminal"},
+    "eval": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "system", "benchmarks", "offline", "files", "runs",
+             "terminal"},
     "benchmarks": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "system", "eval", "serve", "offline",
                    "vllm_plugin", "files", "runs"},
     "serve": {"contract", "graph", "data", "engine", "llm", "agents", "system", "eval", "offline", "files", "runs"},

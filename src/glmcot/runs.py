@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Generic, Sequence, TypeVar
+from typing import Any, Callable, Generic, Mapping, Sequence, TypeVar
 
 from glmcot.files import RowWriter, read_rows, write_rows_atomic
 
@@ -28,6 +28,36 @@ class Storage(Generic[Item, Result]):
     # a row of this run (a shared file may hold other runs' rows), and a stored row to answer again
     belongs: Callable[[dict[str, Any]], bool] = lambda row: True
     retry: Callable[[dict[str, Any]], bool] = lambda row: False
+    # What the rows' answers depend on (graph, method, backend...): each new row records it under
+    # SETTINGS_FIELD, and a resumed run refuses rows recorded with other settings (None: not checked)
+    settings: Mapping[str, Any] | None = None
+    # why a stored row no longer fits its item though the settings match (e.g. its question text
+    # changed), or None when it fits
+    stale: Callable[[Any, dict[str, Any]], str | None] = lambda item, row: None
+    # how to go on when resuming is refused (the caller's words: a CLI option, an argument)
+    on_mismatch: str = "start over without resuming, or write to another file"
+
+
+SETTINGS_FIELD = "settings"
+
+
+class ResumeMismatch(ValueError):
+    """The results file holds rows written with other settings (another graph, method, backend):
+    resuming would mix two runs' answers under one name, so the run refuses before answering."""
+
+    def __init__(self, path: Path, reasons: Sequence[str], rows: int, hint: str) -> None:
+        shown = "; ".join(reasons[:3]) + (f" (and {len(reasons) - 3} more)" if len(reasons) > 3 else "")
+        super().__init__(f"{path}: {rows} stored row(s) do not belong to this run ({shown}), so they "
+                         f"are not resumed; {hint}")
+        self.path, self.reasons, self.rows = path, list(reasons), rows
+
+
+def _setting_differences(recorded: Any, settings: Mapping[str, Any]) -> list[str]:
+    if not isinstance(recorded, dict):
+        return ["the rows record no settings (written by an older glmcot), so what they answered "
+                "cannot be checked"]
+    return [f"{name} was {recorded.get(name)!r}, now {value!r}" for name, value in settings.items()
+            if recorded.get(name) != value]
 
 
 @dataclass
@@ -64,10 +94,16 @@ def run_resumable(items: Sequence[Item], answer: Callable[[Item], Result], *,
             path.unlink()
         rows = read_rows(path, storage.key)
         again = {str(row[storage.key]) for row in rows if storage.belongs(row) and storage.retry(row)}
-        if again:  # the file must not keep a failed row beside its retry
-            write_rows_atomic(path, [row for row in rows if not (storage.belongs(row) and str(row[storage.key]) in again)])
         stored = {str(row[storage.key]): row for row in rows
                   if storage.belongs(row) and row[storage.key] is not None and str(row[storage.key]) not in again}
+        # refused before anything is rewritten or answered: a refused run changes nothing
+        _check_settings(path, rows, storage)
+        stale = [f"{key}: {reason}" for item in items for key in [item_key(item)]
+                 if key is not None and key in stored for reason in [storage.stale(item, stored[key])] if reason]
+        if stale:
+            raise ResumeMismatch(path, stale, len(stale), storage.on_mismatch)
+        if again:  # the file must not keep a failed row beside its retry
+            write_rows_atomic(path, [row for row in rows if not (storage.belongs(row) and str(row[storage.key]) in again)])
     keys = [item_key(item) for item in items]
     results: list[Any] = [None] * len(items)
     todo: list[int] = []
@@ -121,7 +157,10 @@ def run_resumable(items: Sequence[Item], answer: Callable[[Item], Result], *,
             if error is not None:
                 raise error
             if writer is not None:
-                writer.write(storage.encode(items[position], result))
+                row = storage.encode(items[position], result)
+                if storage.settings is not None:
+                    row = {**row, SETTINGS_FIELD: dict(storage.settings)}
+                writer.write(row)
             results[position] = result
             if on_done is not None:
                 on_done(result)
@@ -133,3 +172,20 @@ def run_resumable(items: Sequence[Item], answer: Callable[[Item], Result], *,
         if writer is not None:
             writer.close()
     return RunOutcome(results=results, new=len(todo), skipped=skipped, wall_s=time.perf_counter() - started)
+
+
+def _check_settings(path: Path, rows: Sequence[dict[str, Any]], storage: Storage) -> None:
+    """Raises ResumeMismatch when a row of this run was recorded with other settings."""
+    if storage.settings is None:
+        return
+    reasons: dict[str, None] = {}
+    count = 0
+    for row in rows:
+        if not storage.belongs(row):
+            continue
+        found = _setting_differences(row.get(SETTINGS_FIELD), storage.settings)
+        if found:
+            count += 1
+            reasons.update(dict.fromkeys(found))
+    if count:
+        raise ResumeMismatch(path, list(reasons), count, storage.on_mismatch)

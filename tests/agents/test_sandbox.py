@@ -403,3 +403,62 @@ def test_open_file_limit_leaves_room_for_every_store_file(tmp_path):
         result = executor.run(code)
         assert result.ok, result.error
         assert result.output.splitlines() == [f"{name} of i2" for name in names]
+
+
+def test_a_worker_that_crashes_is_reported_as_a_crash_with_its_signal(sandbox):
+    """Hashing a tuple nested a million deep overflows the C stack: the worker dies of SIGSEGV.
+    That is a crash, not a CPU or memory limit, and the pool serves on with a fresh worker."""
+    result = sandbox.run("t = ()\nfor i in range(1000000):\n    t = (t,)\ns = {t}\nprint(len(s))")
+    assert not result.ok
+    assert result.error["kind"] == "crashed" and result.error["type"] == "WorkerCrashed"
+    assert "crashed (SIGSEGV" in result.error["message"] and "nested too deeply" in result.error["message"]
+    assert "CPU or memory" not in result.error["message"]
+    assert sandbox.run("print(1 + 1)").output == "2\n"
+
+
+def test_worker_end_is_described_by_how_the_process_ended():
+    import signal
+
+    from glmcot.agents.sandbox.executor import _ended
+
+    assert _ended(-signal.SIGSEGV)[:2] == ("crashed", "WorkerCrashed")
+    assert _ended(-signal.SIGABRT)[0] == "crashed"
+    assert _ended(-signal.SIGKILL) == ("killed", "WorkerKilled", "the snippet's process was killed (SIGKILL): "
+                                       "past its CPU or memory limit")
+    assert _ended(3)[2] == "the snippet's process exited (status 3)"
+    assert "malformed or oversized" in _ended(None)[2]
+
+
+PLAIN_REPRS = {
+    'print(f"{print!r}")': "<built-in function print>",
+    "print(str(NodeFeature), RetrieveNode, NodeInfo, NeighbourCheck, NodeDegree)":
+        "<primitive NodeFeature> <primitive RetrieveNode> <primitive NodeInfo> <primitive NeighbourCheck> "
+        "<primitive NodeDegree>",
+    'print(f"{(lambda: 1)!r}", sorted([3, 1, 2], key=lambda v: -v))': "<function <lambda>> [3, 2, 1]",
+    "d = {'a': 2, 'b': 1}\nprint([].append, d.get, max(d, key=d.get), sorted(['B', 'a'], key=str.lower))":
+        "<method append> <method get> a ['a', 'B']",
+    "print(zip([1], [2]), enumerate('a'), reversed([1]), dict(zip('ab', [1, 2])), list(enumerate('a')))":
+        "<zip object> <enumerate object> <reversed object> {'a': 1, 'b': 2} [(0, 'a')]",
+    "print(1, 2, sep='-', end='!\\n')": "1-2!",
+    "x = [print, zip([1], [2])]\nprint(x, str(x))": "[<built-in function print>, <zip object>] [<built-in function print>, <zip object>]",
+}
+
+
+@pytest.mark.parametrize("code", sorted(PLAIN_REPRS))
+def test_snippets_see_plain_reprs_with_no_heap_address_or_internal_name(sandbox, code):
+    result = sandbox.run(code)
+    assert result.ok, result.error
+    assert result.output == PLAIN_REPRS[code] + "\n"
+    assert "0x" not in result.output and "SnippetRuntime" not in result.output and "_Output" not in result.output
+
+
+@pytest.mark.parametrize("code,message", [
+    ("print(1, foo=2)", "print(): got an unexpected keyword argument 'foo'"),
+    ("NodeFeature('x')", "NodeFeature(): missing a required argument: 'feature'"),
+    ("RetrieveNode()", "RetrieveNode(): missing a required argument: 'text'"),
+    ("x = 1 + print", "unsupported operand type(s) for +: 'int' and 'function'"),
+    ("x = len(zip([1], [2]))", "object of type 'iterator' has no len()"),
+])
+def test_a_wrong_call_of_a_primitive_names_the_primitive_only(sandbox, code, message):
+    result = sandbox.run(code)
+    assert result.error["kind"] == "exception" and result.error["message"] == message

@@ -210,3 +210,47 @@ def test_ctrl_c_in_eval_stops_at_once_and_says_how_to_resume(tmp_path: Path):
     assert "1 of 3 answers are saved" in text and "again" in text and "resume" in text
     assert "Traceback" not in text
     assert [json.loads(line)["qid"] for line in (out / "base.jsonl").read_text().splitlines()] == ["0"]
+
+
+def test_eval_resumes_only_rows_of_the_same_settings_and_refuses_others(tmp_path: Path, table_server):
+    """Rows written for another backend, judge or question text are never resumed into this run
+    (summary.json would name the new settings over the old answers): the run refuses, says why
+    and how to go on, and changes nothing."""
+    url, table = table_server
+    table.answers.update({"Who wrote Alpha?": "Ann Lee"})
+    questions = _write_questions(tmp_path / "q.jsonl")
+    out = tmp_path / "o"
+    args = ["eval", "--questions", str(questions), "--method", "base", "--no-judge", "--llm", url, "--out", str(out)]
+    first = CliRunner().invoke(app, args + ["--json"])
+    assert first.exit_code == 0, first.output
+    rows = [json.loads(line) for line in (out / "base.jsonl").read_text().splitlines()]
+    assert all(row["settings"]["backend"] == f"server default model at {url}" for row in rows)
+    saved = ((out / "base.jsonl").read_bytes(), (out / "summary.json").read_bytes())
+
+    other_backend = CliRunner().invoke(app, args + ["--llm-model", "table-model"], env={"COLUMNS": "300"})
+    assert other_backend.exit_code == 2
+    text = " ".join(other_backend.output.split())
+    assert "3 stored row(s) do not belong to this run" in text and "backend was 'server default model at" in text
+    assert "now 'table-model at" in text and "--fresh" in text and "Traceback" not in text
+    judged = CliRunner().invoke(app, [a for a in args if a != "--no-judge"], env={"COLUMNS": "300"})
+    assert judged.exit_code == 2 and "judge was None" in " ".join(judged.output.split())
+    assert ((out / "base.jsonl").read_bytes(), (out / "summary.json").read_bytes()) == saved
+
+    changed = tmp_path / "changed.jsonl"   # the same qids asking something else
+    changed.write_text("".join(json.dumps({**q, "question": q["question"] + " Really?"}) + "\n" for q in QUESTIONS))
+    stale = CliRunner().invoke(app, ["eval", "--questions", str(changed), *args[3:]], env={"COLUMNS": "300"})
+    assert stale.exit_code == 2 and "0: the question text differs" in " ".join(stale.output.split())
+
+    same = CliRunner().invoke(app, args + ["--json"])
+    assert same.exit_code == 0, same.output
+    summary = json.loads(same.stdout[same.stdout.index("{"):])["methods"]["base"]
+    assert summary["resumed"] == 3 and summary["answered_now"] == 0
+
+    # rows of an older glmcot record no settings: nothing says what they answered, so not resumed
+    (out / "base.jsonl").write_text("".join(json.dumps({k: v for k, v in row.items() if k != "settings"}) + "\n"
+                                            for row in rows))
+    legacy = CliRunner().invoke(app, args, env={"COLUMNS": "300"})
+    assert legacy.exit_code == 2 and "record no settings" in " ".join(legacy.output.split())
+    fresh = CliRunner().invoke(app, args + ["--llm-model", "table-model", "--fresh", "--json"])
+    assert fresh.exit_code == 0, fresh.output
+    assert json.loads(fresh.stdout[fresh.stdout.index("{"):])["methods"]["base"]["answered_now"] == 3

@@ -157,3 +157,23 @@ def test_ctrl_c_stops_at_once_keeps_what_is_saved_and_resume_counts_it(tmp_path:
     outcome = run_method("glm", _questions(4), answer, out, on_start=starts.append)
     assert starts == [1] and outcome.skipped == 1 and outcome.new == 3
     assert sorted(r["qid"] for r in read_rows(out)) == ["q0", "q1", "q2", "q3"]
+
+
+def test_resume_refuses_rows_of_another_graph_and_keeps_the_file(tmp_path: Path):
+    from glmcot.runs import ResumeMismatch
+
+    out = tmp_path / "glm.jsonl"
+    answered = []
+
+    def answer(question):
+        answered.append(question.qid)
+        return Result(answer=question.answer)
+
+    run_method("glm", _questions(2), answer, out, settings={"graph": "/data/a", "backend": "m"})
+    before = out.read_bytes()
+    with pytest.raises(ResumeMismatch, match=r"2 stored row\(s\) do not belong to this run \(graph was "
+                                             r"'/data/a', now '/data/b'\).*--fresh"):
+        run_method("glm", _questions(3), answer, out, settings={"graph": "/data/b", "backend": "m"})
+    assert out.read_bytes() == before and sorted(answered) == ["q0", "q1"]
+    outcome = run_method("glm", _questions(3), answer, out, settings={"graph": "/data/a", "backend": "m"})
+    assert outcome.skipped == 2 and outcome.new == 1

@@ -272,3 +272,32 @@ def test_bad_settings_do_not_raise_from_register(monkeypatch):
     monkeypatch.setitem(plugin._state, "registered", False)
     plugin.register()
     assert "GLMCOT_VLLM_PLUGIN='sometimes'" in plugin.status()
+
+
+def test_requests_over_the_span_or_session_bounds_run_untagged_and_are_counted():
+    """A session id of any length was kept per session (10,000 x 100 KB ids held 884 MB), and a
+    request with 10^6 spans was walked at each free: over the bounds, a request runs untagged,
+    nothing of it is kept, and `over_limit` counts it."""
+    h = Harness(num_blocks=12, max_spans=8, max_session_chars=16)
+    long_session, _ = h.run(tokens(1, BLOCK + 1), [(P2, BLOCK + 1)], session="s" * 100_000)
+    many = {"glmcot_wire": 1, "glmcot_levels": [2, 4] * 500_000, "glmcot_tokens": [0, 0] * 500_000}
+    many_spans, _ = h.run(tokens(2, BLOCK + 1), xargs=many)
+    fine, _ = h.run(tokens(3, BLOCK + 1), [(P2, BLOCK + 1)], session="s" * 16)
+    assert h.controller.requests.over_limit == 2 and h.controller.requests.malformed == 0
+    assert h.controller.requests.tagged == 1
+    assert "1000000 spans; at most 8" in h.controller.last_error
+    assert h.controller.table.level(long_session[0]) == P4 and h.controller.table.level(many_spans[0]) == P4
+    assert h.controller.table.level(fine[0]) == P2
+    assert h.controller.table.live_sessions == 1   # only the session within the bound is kept
+    assert h.controller.snapshot()["requests"]["over_limit"] == 2
+    assert h.pool.get_num_free_blocks() == 12
+
+
+def test_a_long_request_id_is_kept_as_a_digest_for_a_notebook_without_a_session():
+    h = Harness(num_blocks=12, max_session_chars=32)
+    h._count = 10**3000 - 1   # the harness names requests r<count>: this one's id has 3,002 characters
+    request, _ = h.start(tokens(1, BLOCK + 1), [(P2, BLOCK + 1)])
+    assert len(request.request_id) == 3002
+    h.finish(request)
+    (session,) = list(h.controller.table._live)
+    assert session.startswith("request:") and len(session) == len("request:") + 32

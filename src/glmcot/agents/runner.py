@@ -63,7 +63,9 @@ def run_questions(
 
     With `traces`, each finished question is appended as one JSON line (`glmcot.runs`: fsynced, so
     a crash loses at most the questions in flight); with `resume`, qids already in that file are
-    not run again and their stored results are returned in place. Results come back in input order.
+    not run again and their stored results are returned in place (only rows recorded for the same
+    method, graph, backend and question text: anything else raises `glmcot.runs.ResumeMismatch`).
+    Results come back in input order.
     `on_result` is called in the calling thread for each stored and each new result, e.g. to
     advance a progress bar.
     """
@@ -71,8 +73,13 @@ def run_questions(
         raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
     records = [_qid_and_question(position, record) for position, record in enumerate(questions)]
     agent = make_agent(method, backend, context, config)
+    # a traces file resumes only what was answered on this graph by this backend, for these questions
+    settings = {"method": method, "graph": str(Path(context.graph_dir).resolve()),
+                "backend": str(getattr(backend, "label", type(backend).__name__))}
     storage = Storage(encode=lambda record, result: result.to_dict(), decode=QuestionResult.from_dict,
-                      belongs=lambda row: row.get("method", method) == method)
+                      belongs=lambda row: row.get("method", method) == method, settings=settings,
+                      stale=lambda record, row: None if row.get("question") == record[1] else "the question text differs",
+                      on_mismatch="pass resume=False to replace them, or write the traces to another file")
     outcome = run_resumable(records, lambda record: agent.answer(record[1], qid=record[0]),
                             item_key=lambda record: record[0], storage=storage, path=traces, name=method,
                             concurrency=concurrency, resume=resume, on_stored=on_result, on_done=on_result)

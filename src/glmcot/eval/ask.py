@@ -14,6 +14,7 @@ from glmcot.agents.trace import (AgentError, Answer, Classification, GraphCoTSte
 from glmcot.agents.records import QuestionResult
 from glmcot.eval.config import EvalConfig
 from glmcot.eval.progress import console as make_console
+from glmcot.terminal import safe_text
 
 
 def _as_dict(result: Any) -> dict[str, Any]:
@@ -104,7 +105,8 @@ def render_trace(events: list[TraceEvent]):
     from rich.text import Text
 
     for number, row in enumerate(trace_rows(events), 1):
-        table.add_row(str(number), *(Text(cell) for cell in row))  # Text: brackets are not markup
+        # Text: brackets are not markup; safe_text: model and snippet text cannot drive the terminal
+        table.add_row(str(number), *(Text(safe_text(cell)) for cell in row))
     return table
 
 
@@ -138,7 +140,7 @@ def ask(question: str, graph_path: Path, method: str, config: EvalConfig, *, tra
     answer = data.get("answer")
     from rich.markup import escape
 
-    console.print(f"[bold]answer:[/] {escape(str(answer)) if answer not in (None, '') else '(no answer)'}",
+    console.print(f"[bold]answer:[/] {escape(safe_text(str(answer))) if answer not in (None, '') else '(no answer)'}",
                   highlight=False)
     summary = (f"{data.get('llm_calls', 0)} LLM calls, {data.get('prompt_tokens', 0)} prompt tokens "
                f"({data.get('cached_tokens', 0)} cached), {data.get('output_tokens', 0)} output tokens, "
@@ -146,6 +148,6 @@ def ask(question: str, graph_path: Path, method: str, config: EvalConfig, *, tra
     console.print(f"[dim]{escape(summary)}[/]", highlight=False)
     if data.get("failure"):
         reason = data.get("failure_detail") or ""
-        console.print(f"[bold yellow]failure:[/] {data['failure']}" + (f": {escape(str(reason))}" if reason else ""),
+        console.print(f"[bold yellow]failure:[/] {data['failure']}" + (f": {escape(safe_text(str(reason)))}" if reason else ""),
                       highlight=False)
     return data

@@ -46,8 +46,10 @@ def _errors() -> Iterator[None]:
         from glmcot.eval.config import ConfigError
         from glmcot.data.questions import QuestionFormatError
         from glmcot.eval.systems import SetupError
+        from glmcot.runs import ResumeMismatch
 
-        known = (UsageError, ConfigError, QuestionFormatError, SetupError, FileNotFoundError, NotADirectoryError)
+        known = (UsageError, ConfigError, QuestionFormatError, SetupError, ResumeMismatch, FileNotFoundError,
+                 NotADirectoryError)
         message = str(exc) if isinstance(exc, known) else f"{type(exc).__name__}: {exc}"
         from rich.markup import escape
 

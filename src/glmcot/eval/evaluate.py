@@ -15,6 +15,7 @@ from glmcot.data.questions import read_questions
 from glmcot.eval.report import SCRIPTED_NOTICE, summary_rich
 from glmcot.eval.runner import Prices, run_method, summarize
 from glmcot.files import write_json_atomic
+from glmcot.terminal import safe_text
 
 
 @dataclass
@@ -30,6 +31,21 @@ class EvalOptions:
     quiet: bool = False
     domain: str | None = None
     html: Path | None = None   # a trace page per question answered now: html/<method>/<qid>.html
+
+
+def run_settings(options: EvalOptions, config: EvalConfig, system: Any) -> dict[str, Any]:
+    """What a result row's answer depends on besides its question and method: each row records
+    them, and a resumed run takes only rows recorded with the same ones."""
+    from glmcot.eval import systems
+
+    context = system.context() if options.graph is not None else None
+    return {
+        "graph": str(options.graph.resolve()) if options.graph is not None else None,
+        # a new import (or compaction) at the same path is another graph
+        "graph_store": getattr(getattr(context, "graph", None), "store_id", None),
+        "backend": systems.describe_backend(config, options.scripted),
+        "judge": systems.describe_judge(config, options) if options.judge else None,
+    }
 
 
 def evaluate(options: EvalOptions, config: EvalConfig) -> dict[str, Any]:
@@ -49,6 +65,7 @@ def evaluate(options: EvalOptions, config: EvalConfig) -> dict[str, Any]:
     with systems.open_system(config, graph=options.graph, domain=options.domain,
                              scripted_questions=options.questions if options.scripted else None) as system:
         judge_fn = systems.judge_function(config, system.backend, options) if options.judge else None
+        settings = run_settings(options, config, system)
         with make_progress(options.quiet) as bar:
             for method in options.methods:
                 answer_fn = systems.method_answer_fn(method, system, config)
@@ -60,8 +77,8 @@ def evaluate(options: EvalOptions, config: EvalConfig) -> dict[str, Any]:
                 def tick(row: dict[str, Any], task=task, method=method) -> None:
                     bar.advance(task)
                     if row.get("failure"):   # every failure says why, above the bar
-                        bar.console.print(f"[yellow]{escape(method)} {escape(str(row['qid']))}: "
-                                          f"{row['failure']}[/]: {escape(str(row.get('error') or ''))}",
+                        bar.console.print(f"[yellow]{escape(method)} {escape(safe_text(str(row['qid'])))}: "
+                                          f"{row['failure']}[/]: {escape(safe_text(str(row.get('error') or '')))}",
                                           highlight=False)
 
                 def resumed(done: int, task=task) -> None:
@@ -69,7 +86,7 @@ def evaluate(options: EvalOptions, config: EvalConfig) -> dict[str, Any]:
 
                 outcome = run_method(method, questions, answer_fn, options.out / f"{method}.jsonl",
                                      concurrency=config.concurrency, judge_fn=judge_fn, resume=options.resume,
-                                     on_done=tick, on_start=resumed)
+                                     on_done=tick, on_start=resumed, settings=settings)
                 bar.update(task, completed=len(questions))
                 summary = summarize(outcome.results, outcome.wall_s, outcome.new, prices)
                 summary.update({"resumed": outcome.skipped, "answered_now": outcome.new,

@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from glmcot.data.questions import QuestionRecord
 from glmcot.eval.metrics import as_text, bootstrap_median, exact_match, exact_match_strict, rouge_l
@@ -82,11 +82,16 @@ def run_method(method: str, questions: Sequence[QuestionRecord], answer_fn: Answ
                concurrency: int = 4, judge_fn: JudgeFn | None = None, resume: bool = True,
                on_done: Callable[[dict[str, Any]], None] | None = None,
                on_start: Callable[[int], None] | None = None,
-               retry_failed: Sequence[str] = RETRY_ON_RESUME) -> RunOutcome[dict[str, Any]]:
+               retry_failed: Sequence[str] = RETRY_ON_RESUME, settings: Mapping[str, Any] | None = None,
+               on_mismatch: str = "rerun with --fresh to replace them, or choose another --out folder"
+               ) -> RunOutcome[dict[str, Any]]:
     """Answers the questions not yet in ``out_path`` with ``concurrency`` workers; the outcome's
     results are the rows, in question order. Rows whose failure is in ``retry_failed`` are answered
     again. ``on_start(done)`` is told how many were already done. Ctrl-C stops at once (questions
-    in flight are dropped) and raises RunInterrupted; every row written before it is kept."""
+    in flight are dropped) and raises RunInterrupted; every row written before it is kept.
+    ``settings`` (graph, backend, judge...) go into each row; a resume refuses rows recorded with
+    other settings or for another question text or gold answer (`glmcot.runs.ResumeMismatch`,
+    whose message ends with ``on_mismatch``)."""
     stop = threading.Event()
 
     def work(question: QuestionRecord) -> dict[str, Any]:
@@ -110,13 +115,24 @@ def run_method(method: str, questions: Sequence[QuestionRecord], answer_fn: Answ
 
     storage = Storage(encode=lambda question, row: row, decode=lambda row: row,
                       belongs=lambda row: row.get("method", method) == method,
-                      retry=lambda row: row.get("failure") in retry_failed)
+                      retry=lambda row: row.get("failure") in retry_failed,
+                      settings={"method": method, **settings} if settings is not None else None,
+                      stale=_stale_row, on_mismatch=on_mismatch)
     try:
         return run_resumable(questions, work, item_key=lambda question: question.qid, storage=storage,
                              path=out_path, name=method, concurrency=concurrency, resume=resume,
                              on_start=on_start, on_done=on_done)
     finally:
         stop.set()
+
+
+def _stale_row(question: QuestionRecord, row: dict[str, Any]) -> str | None:
+    """Why a stored row answers another question than this qid now asks, if it does."""
+    if row.get("question") != question.question:
+        return "the question text differs"
+    if as_text(row.get("gt_answer")) != as_text(question.answer):
+        return "the gold answer differs"
+    return None
 
 
 # ---- summaries -----------------------------------------------------------------------------------

@@ -343,6 +343,7 @@ def call_command(
     from glmcot.graph.errors import GraphFormatError, GraphToolError
     from glmcot.graph.graph_source import SourceUnavailable, store_of
     from glmcot.graph.opener import open_source
+    from glmcot.terminal import safe_text
 
     try:
         name, arguments = parse_call(call)
@@ -364,7 +365,7 @@ def call_command(
         from glmcot.graph.graphcot import GraphCoTObserver
 
         sentence = GraphCoTObserver(source, retriever).observe(name, [str(argument) for argument in arguments])
-        typer.echo(json.dumps({"call": call, "result": sentence}, ensure_ascii=False) if as_json else sentence)
+        typer.echo(json.dumps({"call": call, "result": sentence}, ensure_ascii=False) if as_json else safe_text(sentence))
         return
     from glmcot.graph.primitives import GraphTools
 
@@ -380,10 +381,10 @@ def call_command(
         if hasattr(result, "total"):
             payload["total"] = result.total
         typer.echo(json.dumps(payload, ensure_ascii=False))
-    elif isinstance(result, str):
-        typer.echo(result.rstrip("\n"))
+    elif isinstance(result, str):   # graph text is shown, never obeyed by the terminal
+        typer.echo(safe_text(result.rstrip("\n")))
     else:
-        typer.echo(str(result))
+        typer.echo(safe_text(str(result)))
 
 
 def _emit_error(call: str, error: Exception, as_json: bool) -> None:
@@ -391,7 +392,9 @@ def _emit_error(call: str, error: Exception, as_json: bool) -> None:
         typer.echo(json.dumps({"call": call, "error": {"type": type(error).__name__, "message": str(error)}},
                               ensure_ascii=False))
         raise typer.Exit(1)
-    typer.echo(f"{type(error).__name__}: {error}", err=True)
+    from glmcot.terminal import safe_text
+
+    typer.echo(safe_text(f"{type(error).__name__}: {error}"), err=True)
     sys.stdout.flush()
     raise typer.Exit(1)
 

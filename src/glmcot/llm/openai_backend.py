@@ -23,6 +23,7 @@ from urllib.parse import urlparse
 
 import httpx
 
+from glmcot.llm import bounded_http
 from glmcot.llm.tokens import TokenCounter, qwen_counter
 from glmcot.llm.types import LineSplitter, LLMBackend, LLMError, LLMRequest, LLMResponse, cut_at_stop
 
@@ -40,6 +41,8 @@ def is_local_url(url: str) -> bool:
 
 class OpenAIBackend(LLMBackend):
     """`base_url` like http://127.0.0.1:8000/v1. `mode`: "chat" or "completions".
+    `max_reply_bytes`: the largest reply body accepted (default $GLMCOT_LLM_MAX_REPLY_BYTES, else
+    8 MiB); a larger one fails that call with `bounded_http.ReplyTooLarge`.
 
     `glmcot_extras`: True sends glmcot serve's extra fields (segments, session, priority,
     forced_text, end_session); False never does; None decides from the server's `/models`.
@@ -60,6 +63,7 @@ class OpenAIBackend(LLMBackend):
         extra_body: dict[str, Any] | None = None,
         counter: TokenCounter | None = None,
         glmcot_extras: bool | None = None,
+        max_reply_bytes: int | None = None,
     ):
         if mode not in ("chat", "completions"):
             raise ValueError(f"mode must be 'chat' or 'completions', got {mode!r}")
@@ -83,7 +87,10 @@ class OpenAIBackend(LLMBackend):
         self.system_prompt = system_prompt
         self.extra_body = dict(extra_body or {})
         self._counter = counter
-        self._client = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)))
+        # every reply is bounded (glmcot.llm.bounded_http): a huge one fails its call, not the process
+        self.max_reply_bytes = bounded_http.max_reply_bytes(max_reply_bytes)
+        self._client = httpx.Client(timeout=httpx.Timeout(timeout_s, connect=min(10.0, timeout_s)),
+                                    transport=bounded_http.BoundedTransport(self.max_reply_bytes))
         self._model = model
         self._glmcot_extras = glmcot_extras
         self._model_lock = threading.Lock()

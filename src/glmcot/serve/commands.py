@@ -89,6 +89,13 @@ def serve(
         "that the server answers 429.")] = 64,
     timeout: Annotated[float, typer.Option(
         help="Per-request limit in seconds, queueing included (504 past it).")] = 300.0,
+    header_timeout: Annotated[float, typer.Option(
+        envvar="GLMCOT_HEADER_TIMEOUT", show_envvar=True,
+        help="Seconds a client has to send a request's line and headers, from connecting (or "
+        "from the previous response); past it: 408 and the connection is closed.")] = 20.0,
+    body_timeout: Annotated[float, typer.Option(
+        envvar="GLMCOT_BODY_TIMEOUT", show_envvar=True,
+        help="Seconds a client has to send a request's body after its headers (408 past it).")] = 60.0,
     max_body_bytes: Annotated[int, typer.Option(help="Request body limit (413 past it).")]
     = 1 << 20,
     max_question_chars: Annotated[int, typer.Option(help="Question length limit.")] = 4000,
@@ -146,7 +153,7 @@ def serve(
             scripted=scripted, retriever=retriever, host=host, port=port, api_key=api_key, public_docs=public_docs,
             keys_file=keys_file, max_graph_calls=max_graph_calls, watch_graphs_s=watch_graphs,
             max_concurrency=max_concurrency, max_engine_requests=max_engine_requests,
-            max_queue=max_queue, timeout_s=timeout,
+            max_queue=max_queue, timeout_s=timeout, header_timeout_s=header_timeout, body_timeout_s=body_timeout,
             max_body_bytes=max_body_bytes, max_question_chars=max_question_chars,
             max_tokens_limit=max_tokens_limit, max_prompts=max_prompts, max_n=max_n,
             max_session_chars=max_session_chars,

@@ -44,6 +44,8 @@ class ServeConfig:
     max_engine_requests: int | None = None
     max_queue: int = 64               # requests allowed to wait for a slot; beyond: 429
     timeout_s: float = 300.0          # per request, queueing included
+    header_timeout_s: float = 20.0    # a request's head (line and headers) must arrive within this
+    body_timeout_s: float = 60.0      # and its body within this after the head (408 past either)
     max_body_bytes: int = 1 << 20
     max_question_chars: int = 4000
     max_prompt_chars: int = 200_000   # completions / chat prompt text
@@ -86,6 +88,8 @@ class ServeConfig:
             raise ValueError("llm_timeout_s must be positive and llm_retries 0 or more")
         if self.timeout_s <= 0:
             raise ValueError("timeout_s must be positive")
+        if self.header_timeout_s <= 0 or self.body_timeout_s <= 0:
+            raise ValueError("header_timeout_s and body_timeout_s must be positive")
         for name in self.graphs:
             if not name or not name.replace("-", "").replace("_", "").isalnum():
                 raise ValueError(f"graph name {name!r}: use letters, digits, '-' and '_'")

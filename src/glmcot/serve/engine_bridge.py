@@ -227,6 +227,11 @@ def poster_for(loop: asyncio.AbstractEventLoop) -> LoopPoster:
         return poster
 
 
+def _read_failure(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 class Generation:
     """Several engine requests (choices) whose deltas arrive, in order, on one asyncio queue."""
 
@@ -280,8 +285,10 @@ class Generation:
         return [result_of(future) for future in self.futures]
 
     async def wait(self, timeout: float) -> list[Finished]:
-        _, pending = await asyncio.wait([asyncio.wrap_future(f) for f in self.futures],
-                                        timeout=timeout)
+        waiting = [asyncio.wrap_future(f) for f in self.futures]
+        for item in waiting:   # result_of reports a failure; unread, asyncio would log a traceback
+            item.add_done_callback(_read_failure)
+        _, pending = await asyncio.wait(waiting, timeout=timeout)
         if pending:
             raise TimeoutError
         return self.outputs()

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 ASK_VERSION = "glmcot.serve.ask/1"
 SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1   # what torch.Generator.manual_seed takes
@@ -19,9 +20,45 @@ MAX_STOP_TOKEN_IDS = 256
 EVENT_VERSION = "glmcot.serve.events/1"
 
 
+def _lone_surrogate(value: Any, depth: int = 0) -> str | None:
+    """The first lone surrogate (U+D800..U+DFFF) in a string, or in the strings of a list/dict."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as error:
+            return f"U+{ord(value[error.start]):04X} at character {error.start}"
+        return None
+    if depth < 4 and isinstance(value, (list, tuple)):
+        for item in value:
+            found = _lone_surrogate(item, depth + 1)
+            if found:
+                return found
+    if depth < 4 and isinstance(value, dict):
+        for item in (*value.keys(), *value.values()):
+            found = _lone_surrogate(item, depth + 1)
+            if found:
+                return found
+    return None
+
+
+class RequestBody(BaseModel):
+    """A request body whose every text field is valid Unicode: JSON's `\\ud800` escapes decode to
+    lone surrogates, which no tokenizer, log or UTF-8 response can carry, so they are refused
+    here with the field's name (a 400), not deep in the engine (a 500)."""
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _valid_text(cls, value: Any) -> Any:
+        found = _lone_surrogate(value)
+        if found:
+            raise PydanticCustomError("lone_surrogate", "contains a lone surrogate ({where}), which is "
+                                      "not valid Unicode text", {"where": found})
+        return value
+
+
 # --- /v1/ask -------------------------------------------------------------------------------
 
-class AskOptions(BaseModel):
+class AskOptions(RequestBody):
     """Per-request knobs. Unknown keys are rejected so a typo is not silently ignored."""
 
     model_config = ConfigDict(extra="forbid")
@@ -31,7 +68,7 @@ class AskOptions(BaseModel):
     max_tokens: int | None = Field(None, ge=1, description="Per LLM call output limit.")
 
 
-class AskRequest(BaseModel):
+class AskRequest(RequestBody):
     model_config = ConfigDict(extra="forbid")
     question: str = Field(..., min_length=1, description="The question, in natural language.")
     graph: str | None = Field(None, description="Graph name; optional when the server has one.")
@@ -93,7 +130,7 @@ class GraphList(BaseModel):
 
 # --- OpenAI-compatible -----------------------------------------------------------------------
 
-class SegmentIn(BaseModel):
+class SegmentIn(RequestBody):
     """A prompt piece with its cache priority level (1 kept longest .. 4 evicted first)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -107,7 +144,7 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
-class EngineExtras(BaseModel):
+class EngineExtras(RequestBody):
     """Extra body fields (``extra_body`` in the OpenAI client) understood by the native engine."""
 
     top_k: int | None = Field(None, ge=-1)
@@ -143,13 +180,13 @@ class CompletionRequest(EngineExtras):
     user: str | None = None
 
 
-class ContentPart(BaseModel):
+class ContentPart(RequestBody):
     model_config = ConfigDict(extra="allow")
     type: str
     text: str | None = None
 
 
-class ChatMessage(BaseModel):
+class ChatMessage(RequestBody):
     model_config = ConfigDict(extra="ignore")
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[ContentPart] | None = None

@@ -12,6 +12,7 @@ import uvicorn
 
 from glmcot.serve.app import create_app
 from glmcot.serve.config import ServeConfig
+from glmcot.serve.read_timeouts import read_deadline_protocol
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -26,7 +27,9 @@ def uvicorn_config(app: Any, config: ServeConfig, log_level: str = "info") -> uv
                           # connections beyond this get 503 from uvicorn itself
                           limit_concurrency=(config.max_concurrency + config.max_engine_requests
                                              + 2 * config.max_queue + 64),   # both lanes, queues
-                          server_header=False, lifespan="on")
+                          server_header=False, lifespan="on",
+                          # read deadlines for request heads and bodies (slow clients)
+                          http=read_deadline_protocol(config.header_timeout_s, config.body_timeout_s))
 
 
 class BackgroundServer:

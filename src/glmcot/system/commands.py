@@ -29,13 +29,15 @@ def exec_snippet(
     from glmcot.agents.sandbox import SandboxError, SandboxLimits
     from glmcot.system import BackendCheck, SetupError, SystemConfig, build_system
 
+    from glmcot.terminal import safe_text
+
     if file == "-":
-        code = sys.stdin.read()
+        code = _snippet_text(sys.stdin.buffer.read(), "standard input")
     else:
         path = Path(file)
         if not path.is_file():
             raise typer.BadParameter(f"no such file: {file}", param_hint="FILE")
-        code = path.read_text(encoding="utf-8")
+        code = _snippet_text(path.read_bytes(), file)
     limits = SandboxLimits(wall_s=timeout, cpu_s=cpu, memory_mb=memory_mb, max_output=max_output)
     # no LLM: a snippet needs the graph, RetrieveNode and the sandbox only
     config = SystemConfig(graphs={"graph": graph}, retriever=retriever, workers=1, limits=limits,
@@ -60,10 +62,20 @@ def exec_snippet(
     if as_json:
         typer.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
     elif result.ok:
-        sys.stdout.write(result.output)
+        sys.stdout.write(safe_text(result.output))   # the snippet's text is shown, never obeyed
     else:
         if result.output:
-            sys.stdout.write(result.output)
-        typer.echo(f"error ({result.error.get('kind')}): {result.error_text()}", err=True)
+            sys.stdout.write(safe_text(result.output))
+        typer.echo(safe_text(f"error ({result.error.get('kind')}): {result.error_text()}"), err=True)
     if not result.ok:
         raise typer.Exit(1)
+
+
+def _snippet_text(data: bytes, where: str) -> str:
+    """The snippet's source; a clear error (exit 2) when it is not UTF-8 text."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise typer.BadParameter(f"{where} is not UTF-8 text: byte 0x{data[error.start]:02x} at offset "
+                                 f"{error.start} (line {line}); save the snippet as UTF-8", param_hint="FILE") from None

@@ -12,6 +12,7 @@ unexpected logs one line and leaves vLLM's stock behaviour.
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import logging
 import os
@@ -22,7 +23,7 @@ from typing import Any
 from glmcot.vllm_plugin.levels import LevelTable, block_levels
 from glmcot.vllm_plugin.settings import Mode, Settings
 from glmcot.vllm_plugin.stats import StatsWriter
-from glmcot.vllm_plugin.wire import WIRE_VERSION, WireError, decode
+from glmcot.vllm_plugin.wire import WIRE_VERSION, WireError, WireLimitError, decode
 
 logger = logging.getLogger("vllm.plugins.glmcot")  # under vLLM's logger, so its handler prints it
 
@@ -122,6 +123,7 @@ class RequestCounts:
     tagged: int = 0
     untagged: int = 0
     malformed: int = 0
+    over_limit: int = 0   # well formed but over max_spans / max_session_chars: run untagged
     session_ends: int = 0
 
 
@@ -176,11 +178,16 @@ class Controller:
     def _tag(self, request: Any) -> None:
         params = getattr(request, "sampling_params", None)
         try:
-            levels = decode(getattr(params, "extra_args", None), getattr(request, "session_id", None))
+            levels = decode(getattr(params, "extra_args", None), getattr(request, "session_id", None),
+                            max_spans=self.settings.max_spans, max_session_chars=self.settings.max_session_chars)
             if levels is None:
                 self.requests.untagged += 1
             else:
                 self.requests.tagged += 1
+        except WireLimitError as error:   # kept out of the table and not walked: runs untagged
+            self.requests.over_limit += 1
+            self.last_error = f"request {request.request_id}: {error}"
+            levels = None
         except WireError as error:  # the request runs as an untagged one
             self.requests.malformed += 1
             self.last_error = f"request {request.request_id}: {error}"
@@ -195,7 +202,12 @@ class Controller:
                 claimed.append(level)
         session = levels.session if levels is not None else None
         if session is None and 2 in claimed:
-            session = f"request:{request.request_id}"  # a notebook without a session times out like one
+            # a notebook without a session times out like one; a client-chosen request id can be
+            # of any length, and the table keeps this key, so a long one is kept as its digest
+            rid = str(request.request_id)
+            if len(rid) > self.settings.max_session_chars - len("request:"):
+                rid = hashlib.blake2b(rid.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+            session = f"request:{rid}"
         self.table.claim(ids, claimed, session)
         if levels is not None and levels.end_session and session is not None and request.is_finished():
             self.requests.session_ends += 1

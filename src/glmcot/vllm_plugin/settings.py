@@ -8,11 +8,15 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from glmcot.vllm_plugin.wire import MAX_SESSION_CHARS, MAX_SPANS
+
 ENV_MODE = "GLMCOT_VLLM_PLUGIN"  # enforce | observe | off (unset: off)
 ENV_P1_SHARE = "GLMCOT_VLLM_P1_SHARE"
 ENV_SESSION_TIMEOUT = "GLMCOT_VLLM_SESSION_TIMEOUT_S"
 ENV_MAX_SESSIONS = "GLMCOT_VLLM_MAX_SESSIONS"
 ENV_STATS = "GLMCOT_VLLM_STATS"
+ENV_MAX_SESSION_CHARS = "GLMCOT_VLLM_MAX_SESSION_CHARS"
+ENV_MAX_SPANS = "GLMCOT_VLLM_MAX_SPANS"
 
 
 class Mode(enum.Enum):
@@ -27,6 +31,9 @@ class Settings:
     p1_share: float = 0.5  # P1 blocks beyond this share of the pool rank as P2
     session_timeout_s: float = 900.0  # a session with no request for this long counts as ended
     max_sessions: int = 65536  # running sessions kept (the oldest ends first) and ended ones remembered
+    # a request with a longer session id or more spans is treated as untagged (counted: over_limit)
+    max_session_chars: int = MAX_SESSION_CHARS
+    max_spans: int = MAX_SPANS
     stats_path: Path = Path(tempfile.gettempdir()) / "glmcot-vllm-stats.json"
     stats_interval_s: float = 0.5
 
@@ -48,8 +55,18 @@ class Settings:
         sessions = int(_number(env, ENV_MAX_SESSIONS, 65536))
         if sessions < 1:
             raise ValueError(f"{ENV_MAX_SESSIONS}={sessions}: expected at least 1")
+        session_chars = _whole(env, ENV_MAX_SESSION_CHARS, MAX_SESSION_CHARS)
+        spans = _whole(env, ENV_MAX_SPANS, MAX_SPANS)
         stats = env.get(ENV_STATS) or str(cls.stats_path)
-        return cls(mode=mode, p1_share=share, session_timeout_s=timeout, max_sessions=sessions, stats_path=Path(stats))
+        return cls(mode=mode, p1_share=share, session_timeout_s=timeout, max_sessions=sessions,
+                   max_session_chars=session_chars, max_spans=spans, stats_path=Path(stats))
+
+
+def _whole(env, name: str, default: int) -> int:
+    value = _number(env, name, default)
+    if value < 1 or value != int(value):
+        raise ValueError(f"{name}={env.get(name)!r}: expected a whole number of at least 1")
+    return int(value)
 
 
 def _number(env, name: str, default: float) -> float:

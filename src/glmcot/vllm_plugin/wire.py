@@ -38,10 +38,20 @@ KEY_SESSION = "glmcot_session"
 KEY_END = "glmcot_end_session"
 KEY_FORCED = "glmcot_forced"
 MAX_TOKEN_ID = 2**31 - 1  # no vocabulary is larger; bigger ids are malformed before the model sees them
+# Bounds on what one request may make the plugin keep or walk (settings can change them): a
+# session id is kept until the session is forgotten (up to max_sessions of them), and the spans
+# are walked each time the request's blocks are freed. Real requests have a handful of spans.
+MAX_SESSION_CHARS = 256
+MAX_SPANS = 4096
 
 
 class WireError(ValueError):
     """A request's glmcot fields are malformed (the plugin then treats the request as untagged)."""
+
+
+class WireLimitError(WireError):
+    """A request's glmcot fields are well formed but over a bound (too many spans, too long a
+    session id): it is treated as untagged too, and counted apart."""
 
 
 @dataclass(frozen=True)
@@ -81,10 +91,12 @@ def encode(spans: Iterable[tuple[int, int]], session: str | None = None, end_ses
     return xargs
 
 
-def decode(extra_args: Mapping[str, Any] | None, session_id: str | None = None) -> RequestLevels | None:
+def decode(extra_args: Mapping[str, Any] | None, session_id: str | None = None, *, max_spans: int = MAX_SPANS,
+           max_session_chars: int = MAX_SESSION_CHARS) -> RequestLevels | None:
     """A request's levels from its extra args; None when it carries no glmcot fields (an ordinary
     request). `session_id` is vLLM's own session field, used when no glmcot session is given.
-    Raises WireError on malformed fields or an unknown version."""
+    Raises WireError on malformed fields or an unknown version, WireLimitError past `max_spans`
+    spans or a session id over `max_session_chars` (checked before anything is walked)."""
     if not extra_args or KEY_VERSION not in extra_args:
         return None
     version = extra_args.get(KEY_VERSION)
@@ -94,6 +106,13 @@ def decode(extra_args: Mapping[str, Any] | None, session_id: str | None = None) 
     tokens = extra_args.get(KEY_TOKENS, [])
     if not isinstance(levels, list) or not isinstance(tokens, list) or len(levels) != len(tokens):
         raise WireError(f"{KEY_LEVELS} and {KEY_TOKENS} must be lists of equal length")
+    if len(levels) > max_spans:
+        raise WireLimitError(f"{len(levels)} spans; at most {max_spans}")
+    session = extra_args.get(KEY_SESSION, session_id)
+    if session is not None and not isinstance(session, (str, int)):
+        raise WireError(f"{KEY_SESSION} must be a string, got {session!r}")
+    if session is not None and len(str(session)) > max_session_chars:
+        raise WireLimitError(f"a session id of {len(str(session))} characters; at most {max_session_chars}")
     spans = []
     for level, count in zip(levels, tokens):
         if isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= 4:
@@ -101,9 +120,6 @@ def decode(extra_args: Mapping[str, Any] | None, session_id: str | None = None) 
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise WireError(f"a span token count must be a non-negative int, got {count!r}")
         spans.append((level, count))
-    session = extra_args.get(KEY_SESSION, session_id)
-    if session is not None and not isinstance(session, (str, int)):
-        raise WireError(f"{KEY_SESSION} must be a string, got {session!r}")
     end = extra_args.get(KEY_END, 0)
     if end not in (0, 1, True, False):
         raise WireError(f"{KEY_END} must be 0 or 1, got {end!r}")

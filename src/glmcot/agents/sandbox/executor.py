@@ -56,7 +56,7 @@ class SandboxLimits:
 @dataclass
 class ExecutionResult:
     """What a snippet did. `error` is None on success, else a dict with kind (rejected, exception,
-    graph, retrieval, timeout, cpu, memory, output, calls, killed), type, message and line."""
+    graph, retrieval, timeout, cpu, memory, output, calls, killed, crashed), type, message and line."""
 
     ok: bool
     output: str = ""
@@ -94,6 +94,31 @@ class ExecutionResult:
             "seconds": round(self.seconds, 6),
             "retrieval_s": round(self.retrieval_s, 6),
         }
+
+
+# Signals that end a worker because its own code faulted (C stack overflow, say, from hashing or
+# comparing a value nested a million deep), not because a limit stopped it.
+_CRASH_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT})
+
+
+def _ended(returncode: int | None) -> tuple[str, str, str]:
+    """(kind, type, message) of a worker that stopped answering, from how its process ended."""
+    if returncode is None:
+        return "killed", "WorkerKilled", "the snippet's process was stopped: it sent a malformed or oversized message"
+    if returncode >= 0:
+        return "killed", "WorkerKilled", f"the snippet's process exited (status {returncode})"
+    try:
+        number = signal.Signals(-returncode)
+    except ValueError:
+        return "crashed", "WorkerCrashed", f"the snippet's process crashed (signal {-returncode})"
+    if number in _CRASH_SIGNALS:
+        return ("crashed", "WorkerCrashed", f"the snippet's process crashed ({number.name}: "
+                f"{signal.strsignal(number) or 'fault'}), e.g. a value nested too deeply for Python's "
+                "C code to hash, compare or print; nest data less deeply")
+    if number in (signal.SIGKILL, signal.SIGXCPU):
+        # RLIMIT_CPU's hard limit and the kernel's out-of-memory killer both send SIGKILL
+        return "killed", "WorkerKilled", f"the snippet's process was killed ({number.name}): past its CPU or memory limit"
+    return "killed", "WorkerKilled", f"the snippet's process was stopped by {number.name}"
 
 
 class SandboxError(RuntimeError):
@@ -375,12 +400,7 @@ class SandboxExecutor:
                     worker.process.wait(timeout=1)
                 except subprocess.TimeoutExpired:
                     pass
-                code_ = worker.process.returncode
-                if code_ is None:
-                    reason = "it sent a malformed or oversized message"
-                else:
-                    reason = "it exceeded its CPU or memory limit" if code_ < 0 else "it exited"
-                return failed("killed", "WorkerKilled", f"the snippet's process was stopped: {reason}")
+                return failed(*_ended(worker.process.returncode))
             if kind == "retrieve":
                 text = valid_text(str(payload))
                 t0 = time.perf_counter()

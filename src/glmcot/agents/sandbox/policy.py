@@ -260,7 +260,40 @@ def _check_tree(source: str, tree: ast.Module) -> CheckedSnippet:
                     raise SnippetRejected("nested format specs are not allowed", line)
         if isinstance(node, ast.Constant) and isinstance(node.value, (bytes,)):
             raise SnippetRejected("bytes literals are not allowed", line)
+    tree = _PlainFunctionValues().visit(tree)
+    ast.fix_missing_locations(tree)
     return CheckedSnippet(source=source, tree=tree)
+
+
+# What the snippet runtime binds to the wrapper below (a name no snippet can write: it starts with "_").
+PLAIN_FUNCTION_NAME = "__glmcot_plain__"
+
+
+class _PlainFunctionValues(ast.NodeTransformer):
+    """Wraps every function the snippet makes or takes as a value (a lambda, `d.get` passed as a
+    key) in the runtime's plain callable, whose repr is `<function <lambda>>` or `<method get>`:
+    Python's own repr of those shows a heap address. Methods called at once are left alone."""
+
+    def _wrap(self, node: ast.expr) -> ast.expr:
+        call = ast.Call(func=ast.Name(id=PLAIN_FUNCTION_NAME, ctx=ast.Load()), args=[node], keywords=[])
+        return ast.copy_location(call, node)
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
+        self.generic_visit(node)
+        return self._wrap(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        self.generic_visit(node)
+        return self._wrap(node) if isinstance(node.ctx, ast.Load) else node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        if isinstance(node.func, ast.Attribute):   # x.append(...): called, never seen as a value
+            node.func.value = self.visit(node.func.value)
+        else:
+            node.func = self.visit(node.func)
+        node.args = [self.visit(argument) for argument in node.args]
+        node.keywords = [self.visit(keyword) for keyword in node.keywords]
+        return node
 
 
 def extract_retrieve_texts(source: str, *, max_chars: int = 8000) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import inspect
 import json
 import time
 from typing import Any
@@ -40,6 +41,75 @@ class _Output:
         return "".join(self.parts)
 
 
+class PlainCallable:
+    """A function as a snippet sees it: called like the function, shown as `label`. Python's own
+    repr of a closure or bound method shows a heap address and internal names
+    (`<function SnippetRuntime.run.<locals>...call at 0x7f...>`); a snippet's output shows neither.
+    Its attributes start with "_", which no snippet can reach."""
+
+    __slots__ = ("_function", "_label", "_name", "_signature")
+
+    def __init__(self, function: Any, label: str, name: str | None = None, checked: Any = None) -> None:
+        """`checked`: the function whose parameters a call must fit; a call that does not is a
+        TypeError naming `name` (Python's own message names the internal function)."""
+        self._function = function
+        self._label = label
+        self._name = name
+        self._signature = inspect.signature(checked) if checked is not None else None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._signature is not None:
+            try:
+                self._signature.bind(*args, **kwargs)
+            except TypeError as error:
+                raise TypeError(f"{self._name}(): {error}") from None
+        return self._function(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return self._label
+
+
+class PlainIterable:
+    """zip/enumerate/reversed as a snippet sees them: iterated natively, shown as `<zip object>`
+    (not `<zip object at 0x7f...>`)."""
+
+    __slots__ = ("_inner", "_label")
+
+    def __init__(self, inner: Any, label: str) -> None:
+        self._inner = inner
+        self._label = label
+
+    def __iter__(self) -> Any:
+        return iter(self._inner)
+
+    def __repr__(self) -> str:
+        return self._label
+
+
+# Error messages name an object's type ("unsupported operand type(s) for +: 'int' and 'function'"):
+# the snippet sees the type of what it handles, not the runtime's class names.
+PlainCallable.__name__ = PlainCallable.__qualname__ = "function"
+PlainIterable.__name__ = PlainIterable.__qualname__ = "iterator"
+
+
+def plain_function(value: Any) -> Any:
+    """What the policy wraps around a lambda or a method taken as a value."""
+    if not callable(value) or isinstance(value, (PlainCallable, type)):
+        return value
+    name = getattr(value, "__name__", "function")
+    return PlainCallable(value, "<function <lambda>>" if name == "<lambda>" else f"<method {name}>")
+
+
+def _plain_iterable_maker(name: str, make: Any) -> PlainCallable:
+    return PlainCallable(lambda *args, **kwargs: PlainIterable(make(*args, **kwargs), f"<{name} object>"),
+                         f"<built-in function {name}>")
+
+
+def _plain_iterables(names: dict[str, Any]) -> dict[str, Any]:
+    """zip, enumerate and reversed (when allowed) returning PlainIterables."""
+    return {name: _plain_iterable_maker(name, names[name]) for name in ("zip", "enumerate", "reversed") if name in names}
+
+
 class SnippetRuntime:
     """Runs snippets over `graph` (a GraphSource inside this worker: the memory-mapped store), or,
     with `graph` None, over the parent's live source: each primitive is then one call to the
@@ -62,6 +132,7 @@ class SnippetRuntime:
             self.functions = {name: self._remote(name) for name in PRIMITIVES if name != "RetrieveNode"}
         self.builtins = {name: getattr(builtins, name) for name in SAFE_BUILTIN_NAMES if hasattr(builtins, name)}
         self.builtins.update({"True": True, "False": False, "None": None})
+        self.builtins.update(_plain_iterables(self.builtins))
 
     def _known(self, node_id: str) -> bool:
         if self.graph is not None:
@@ -161,13 +232,14 @@ class SnippetRuntime:
             call.__name__ = name
             return call
 
-        scope: dict[str, Any] = {"__builtins__": dict(self.builtins)}
+        scope: dict[str, Any] = {"__builtins__": dict(self.builtins), policy.PLAIN_FUNCTION_NAME: plain_function}
         for name in policy.PRIMITIVES:
             if name == "RetrieveNode":
-                scope[name] = retrieve_node
+                scope[name] = PlainCallable(retrieve_node, f"<primitive {name}>", name, retrieve_node)
             elif name in self.functions:
-                scope[name] = wrap(name, self.functions[name])
-        scope["print"] = output.print
+                scope[name] = PlainCallable(wrap(name, self.functions[name]), f"<primitive {name}>", name,
+                                            self.functions[name])
+        scope["print"] = PlainCallable(output.print, "<built-in function print>", "print", output.print)
         result: dict[str, Any] = {"ok": True, "error": None, "recycle": False}
         try:
             checked = policy.check_snippet(source, max_chars=int(job.get("max_code_chars", 8000)))
