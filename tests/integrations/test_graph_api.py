@@ -181,3 +181,19 @@ def test_the_trace_page_needs_no_key_under_a_keys_file(client):
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
     assert client.get("/uiother").status_code == 401   # a prefix match is a whole path segment
     assert client.get("/v1/graphs").status_code == 401
+
+
+@pytest.mark.parametrize("path, body, field", [
+    ("/v1/graphs/dblp/call", {"primitive": "NodeInfo", "arguments": {"node_id": "p\ud8001"}}, "arguments"),
+    ("/v1/graphs/dblp/call", {"calls": [{"primitive": "NodeDegree", "arguments": {"node_id": "\udfff"}}]}, "calls"),
+    ("/v1/graphs/dblp/search", {"query": "graph \ud800 mining"}, "query"),
+])
+def test_a_lone_surrogate_is_a_400_naming_it(client, path, body, field):
+    # JSON's \ud800 escape decodes to a lone surrogate: refused where the body is read, never a 500
+    raw = json.dumps(body, ensure_ascii=True)
+    response = client.post(path, headers={**auth("ops"), "Content-Type": "application/json"}, content=raw)
+    assert response.status_code == 400
+    message = response.json()["error"]["message"]
+    assert field in message
+    # a plain text field is refused by the JSON parser itself; text inside arguments by RequestBody
+    assert "lone surrogate" in message or "unable to parse raw data as a unicode string" in message

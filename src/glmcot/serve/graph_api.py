@@ -24,12 +24,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from glmcot.graph.errors import GraphToolError
 from glmcot.serve import errors, graph_admin
 from glmcot.serve.graph_desk import desk_of
+from glmcot.serve.schemas import RequestBody
 from glmcot.system.graph_calls import MAX_SEARCH_RESULTS, CallError, PrimitiveCall
 
 router = APIRouter(tags=["Graphs"])
 
 
-class CallItem(BaseModel):
+class CallItem(RequestBody):
     model_config = ConfigDict(extra="forbid")
     primitive: str = Field(..., max_length=40, description="RetrieveNode, NodeInfo, NodeFeature, "
                            "NeighbourCheck or NodeDegree.")
@@ -37,7 +38,7 @@ class CallItem(BaseModel):
                                       "node_id, feature; node_id, relation.")
 
 
-class CallRequest(BaseModel):
+class CallRequest(RequestBody):
     model_config = ConfigDict(extra="forbid")
     primitive: str | None = Field(None, max_length=40)
     arguments: dict[str, Any] | None = None
@@ -64,7 +65,7 @@ class Chunk(BaseModel):
     score: float | None = None
 
 
-class SearchRequest(BaseModel):
+class SearchRequest(RequestBody):
     model_config = ConfigDict(extra="forbid")
     query: str = Field(..., min_length=1)
     k: int = Field(4, ge=1, le=MAX_SEARCH_RESULTS)
