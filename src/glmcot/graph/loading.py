@@ -13,8 +13,12 @@ import numpy as np
 from glmcot.graph.writer import StoreWriter
 
 DANGLING_EXAMPLES = 10
+# Tables and triples store each edge backwards too, as <relation>_reverse, so every relation can
+# be walked from either end (NeighbourCheck follows stored edges); '' turns it off (--no-reverse).
+DEFAULT_REVERSE_SUFFIX = "_reverse"
 
-ProgressCallback = Callable[[str, int, int], None]  # (phase, bytes read, total bytes)
+ProgressCallback = Callable[[str, int, int], None]  # (phase, done, total): bytes, or files for a phase in FILE_PHASES
+FILE_PHASES = ("node tables", "edge tables")  # phases that count files, not bytes
 
 
 def import_paths(path: str | os.PathLike, out_dir: str | os.PathLike, overwrite: bool) -> tuple[Path, Path]:
@@ -65,6 +69,7 @@ class ImportSummary:
     input_bytes: int = 0
     rows: int = 0  # table rows or triples read
     warnings: dict = field(default_factory=dict)
+    text_keys: dict[str, str | None] = field(default_factory=dict)  # each type's text key, as chosen
 
 
 class Dangling:
@@ -134,4 +139,4 @@ def add_grouped_edges(
     return added
 
 
-__all__ = ["import_paths", "CountingReader", "ImportSummary", "Dangling", "TypeRanges", "add_grouped_edges", "DANGLING_EXAMPLES", "ProgressCallback"]
+__all__ = ["import_paths", "CountingReader", "ImportSummary", "Dangling", "TypeRanges", "add_grouped_edges", "DANGLING_EXAMPLES", "DEFAULT_REVERSE_SUFFIX", "FILE_PHASES", "ProgressCallback"]

@@ -17,7 +17,9 @@ count the header as row 1, as a spreadsheet shows them.
 from __future__ import annotations
 
 import os
+import shutil
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,9 +31,11 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
+from glmcot.graph.apoc import is_apoc_header, split_apoc
 from glmcot.graph.errors import GraphFormatError
 from glmcot.graph.idindex import IdIndex, encode_ids
-from glmcot.graph.loading import Dangling, ImportSummary, ProgressCallback, TypeRanges, add_grouped_edges
+from glmcot.graph.loading import DEFAULT_REVERSE_SUFFIX, Dangling, ImportSummary, ProgressCallback, TypeRanges, add_grouped_edges
+from glmcot.graph.text_keys import COMPOSITE_FEATURE, TextKeyChoice, choose_text_key, composite_parts, join_parts
 from glmcot.graph.writer import StoreWriter
 
 TABLE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".parquet", ".pq")
@@ -57,6 +61,13 @@ class ColumnSpec:
     role: str  # id, label, start, end, type, weight, feature, ignore
     kind: str | None = None  # str, int, float, bool; None: as the file types it (CSV: str)
     array: bool = False
+    space: str = ""  # an id column's ID space (``:ID(Product)``); '' is the global space
+
+
+def spaced_id(space: str, value: str) -> str:
+    """The stored id of ``value`` in an ID space: ``Space:value`` (the value itself in the global
+    space), so ids unique per space stay unique in the store, readable and the same every import."""
+    return f"{space}:{value}" if space else value
 
 
 def parse_header(header: str) -> ColumnSpec:
@@ -64,11 +75,14 @@ def parse_header(header: str) -> ColumnSpec:
     name, _, suffix = header.rpartition(":")
     if not _:
         name, suffix = header, ""
-    tag = suffix.split("(", 1)[0].strip()
+    tag, opened, rest = suffix.partition("(")
+    tag = tag.strip()
+    space = rest.strip().removesuffix(")").strip() if opened else ""
     array = tag.endswith("[]")
     tag = tag.removesuffix("[]").lower()
     if _ and tag in _ROLES and not array:
-        return ColumnSpec(header, name, _ROLES[tag], "str")
+        role = _ROLES[tag]
+        return ColumnSpec(header, name, role, "str", space=space if role in ("id", "start", "end") else "")
     if _ and tag in _KINDS:
         return ColumnSpec(header, name, "feature", _KINDS[tag], array)
     return ColumnSpec(header, header, "feature", None, False)
@@ -91,6 +105,7 @@ class TableLayout:
     weight: ColumnSpec | None = None
     features: list[ColumnSpec] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
+    column_names: list[str] | None = None  # unique names to read a CSV by (repeated ':IGNORE' headers)
 
 
 def _format_of(path: Path) -> str:
@@ -214,9 +229,17 @@ def read_layout(path: Path, default_name: str) -> TableLayout:
     if fmt == "csv":
         check_csv_rows(path, names)
     specs = [parse_header(name) for name in names]
+    renamed = None
     if len(set(names)) != len(names):
-        duplicate = next(name for name in names if names.count(name) > 1)
-        raise GraphFormatError(f"{path}: column {duplicate!r} appears twice in the header")
+        duplicate = next((name for name in names if names.count(name) > 1 and parse_header(name).role != "ignore"), None)
+        if duplicate is not None:
+            raise GraphFormatError(f"{path}: column {duplicate!r} appears twice in the header")
+        # neo4j-admin allows any number of ':IGNORE' columns: each gets a unique name to be read by.
+        renamed, seen = [], {}
+        for name in names:
+            seen[name] = seen.get(name, 0) + 1
+            renamed.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+        specs = [ColumnSpec(unique, spec.name, spec.role, spec.kind, spec.array) for unique, spec in zip(renamed, specs)]
     by_role: dict[str, list[ColumnSpec]] = {}
     for spec in specs:
         by_role.setdefault(spec.role, []).append(spec)
@@ -244,7 +267,7 @@ def read_layout(path: Path, default_name: str) -> TableLayout:
             f"{path}: cannot tell nodes from edges: a node table needs an ':ID' (or 'id') column, an edge "
             f"table ':START_ID' and ':END_ID' (or 'source' and 'target'); columns: {names}"
         )
-    layout = TableLayout(path, default_name, kind, fmt, specs, id=identifier, start=start, end=end)
+    layout = TableLayout(path, default_name, kind, fmt, specs, id=identifier, start=start, end=end, column_names=renamed)
     used = {spec.header for spec in (identifier, start, end) if spec is not None}
     if kind == "nodes":
         layout.label = single("label")
@@ -301,6 +324,9 @@ def iter_batches(layout: TableLayout, columns: list[str] | None, batch_rows: int
             return
         names = [spec.header for spec in layout.columns]
         read, parse, convert = _csv_options(path, names)
+        if layout.column_names is not None:
+            read = pa_csv.ReadOptions(use_threads=False, block_size=CSV_BLOCK_BYTES, column_names=layout.column_names,
+                                      skip_rows=1)
         parse = pa_csv.ParseOptions(delimiter=parse.delimiter, invalid_row_handler=handler, newlines_in_values=True)
         if columns is not None:
             convert.include_columns = columns
@@ -411,6 +437,8 @@ def _id_strings(array: pa.Array, spec: ColumnSpec, layout: TableLayout, first_ro
     if pc.any(missing).as_py():
         offset = int(pc.index(missing, True).as_py())
         raise GraphFormatError(f"{layout.path}: row {first_row + offset}, column {spec.header!r}: empty id")
+    if spec.space:
+        return [spaced_id(spec.space, node_id) for node_id in ids]
     return ids
 
 
@@ -460,7 +488,7 @@ def _scan_nodes(layouts: list[TableLayout], batch_rows: int, progress: ProgressC
                     entry.files.append(number)
                 entry.count += len(chosen)
         if progress is not None:
-            progress("node ids", number + 1, len(layouts))
+            progress("node tables", number + 1, len(layouts))
     return types
 
 
@@ -480,10 +508,21 @@ def _check_unique(index: IdIndex, types: dict[str, _TypeIds], layouts: list[Tabl
                     position -= len(rows)
                 break
             position -= entry.count
-    raise GraphFormatError(f"duplicate node id {index.id_at(pair[0])!r}: {' and '.join(places)} (ids must be unique across all types)")
+    raise GraphFormatError(f"duplicate node id {index.id_at(pair[0])!r}: {' and '.join(places)} (ids must be unique within an ID space)")
 
 
-def _write_type(writer: StoreWriter, entry: _TypeIds, layouts: list[TableLayout], batch_rows: int) -> int:
+def _type_text_columns(entry: _TypeIds, layouts: list[TableLayout]) -> list[str]:
+    """The text-typed feature columns of the tables holding a type, in column order."""
+    names: dict[str, None] = {}
+    for number in entry.files:
+        for spec in layouts[number].features:
+            if spec.kind in (None, "str") and not spec.array:
+                names.setdefault(spec.name, None)
+    return list(names)
+
+
+def _write_type(writer: StoreWriter, entry: _TypeIds, layouts: list[TableLayout], batch_rows: int,
+                composite: tuple[str, ...] = ()) -> int:
     written = 0
     writer.add_nodes(entry.name, [], {})  # a type whose rows all lack features still exists
     for number in entry.files:
@@ -513,6 +552,13 @@ def _write_type(writer: StoreWriter, entry: _TypeIds, layouts: list[TableLayout]
                     raise _locate_filtered(layout, spec, first_row, keep) from None
             if labels is not None and any(len(row_labels) > 1 for row_labels in labels):
                 features["labels"] = [row_labels if len(row_labels) > 1 else None for row_labels in labels]
+            if composite and COMPOSITE_FEATURE not in features:
+                by_name = {spec.name: spec for spec in layout.features}
+                parts = [batch.column(by_name[part].header).to_pylist() if part in by_name else [None] * len(ids)
+                         for part in composite]
+                joined = [join_parts(values) for values in zip(*parts)]
+                if any(value is not None for value in joined):
+                    features[COMPOSITE_FEATURE] = joined
             writer.add_nodes(entry.name, ids, features)
             written += len(ids)
     if written != entry.count:
@@ -570,7 +616,7 @@ def _edge_tables(writer: StoreWriter, layouts: list[TableLayout], index: IdIndex
             edges += add_grouped_edges(writer, ranges, codes[valid], relation_names, src[valid], dst[valid],
                                        None if weight is None else weight[valid], reverse_suffix)
         if progress is not None:
-            progress("edges", number + 1, len(layouts))
+            progress("edge tables", number + 1, len(layouts))
     return edges, rows_read
 
 
@@ -579,7 +625,7 @@ def import_tables(
     out_dir: str | os.PathLike,
     overwrite: bool = False,
     batch_rows: int = 65_536,
-    reverse_suffix: str = "",
+    reverse_suffix: str = DEFAULT_REVERSE_SUFFIX,
     text_keys: dict[str, str] | None = None,
     progress: ProgressCallback | None = None,
 ) -> ImportSummary:
@@ -591,11 +637,34 @@ def import_tables(
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     found = [item for source in sources for item in find_tables(Path(source))]
-    layouts = [read_layout(path, name) for path, name in found]
+    scratch = out_dir.parent / f".{out_dir.name}.apoc-{uuid.uuid4().hex[:8]}"
+    try:
+        readable = _split_apoc_exports(found, scratch)
+        return _import_found(found, readable, sources, out_dir, overwrite, batch_rows, reverse_suffix, text_keys,
+                             progress, started)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _split_apoc_exports(found: list[tuple[Path, str]], scratch: Path) -> list[tuple[Path, str]]:
+    """The tables to read: an APOC one-file export becomes a node and an edge table in ``scratch``."""
+    readable = []
+    for path, name in found:
+        if _format_of(path) == "csv" and is_apoc_header(_column_names(path, "csv")):
+            scratch.mkdir(parents=True, exist_ok=True)
+            readable.extend(split_apoc(path, scratch))
+        else:
+            readable.append((path, name))
+    return readable
+
+
+def _import_found(found, readable, sources, out_dir: Path, overwrite: bool, batch_rows: int, reverse_suffix: str,
+                  text_keys: dict[str, str] | None, progress: ProgressCallback | None, started: float) -> ImportSummary:
+    layouts = [read_layout(path, name) for path, name in readable]
     node_layouts = [layout for layout in layouts if layout.kind == "nodes"]
     edge_layouts = [layout for layout in layouts if layout.kind == "edges"]
     if not node_layouts:
-        raise GraphFormatError(f"no node tables among {[str(path) for path, _ in found]} (a node table has an ':ID' column)")
+        raise GraphFormatError(f"no node tables among {[str(path) for path, _ in readable]} (a node table has an ':ID' column)")
     types = _scan_nodes(node_layouts, batch_rows, progress)
     order = list(types.values())
     index = IdIndex.build(b"".join(blob for entry in order for blob in entry.blobs),
@@ -610,11 +679,34 @@ def import_tables(
     source = {"paths": [str(Path(item).resolve()) for item in sources], "bytes": total_bytes, "importer": "tables"}
     if reverse_suffix:
         source["reverse_suffix"] = reverse_suffix  # updates add and delete the reverse edges too
+    text_keys = dict(text_keys or {})
+    unknown = sorted(set(text_keys) - set(types))
+    if unknown:
+        raise GraphFormatError(f"--text-key names node types {unknown} that the tables do not have; types: {sorted(types)}")
+    composites = {}
+    for entry in order:
+        override = text_keys.get(entry.name)
+        if override is not None:
+            composites[entry.name] = tuple(part.strip() for part in override.split("+")) if "+" in override else ()
+        else:
+            composites[entry.name] = composite_parts(_type_text_columns(entry, node_layouts))
+    chosen: dict[str, TextKeyChoice] = {}
     with StoreWriter(out_dir, overwrite=overwrite, source=source) as writer:
-        node_rows = sum(_write_type(writer, entry, node_layouts, batch_rows) for entry in order)
-        for node_type, feature in (text_keys or {}).items():
-            if node_type in types:
-                writer.set_text_key(node_type, feature)
+        node_rows = sum(_write_type(writer, entry, node_layouts, batch_rows, composites[entry.name]) for entry in order)
+        id_features = {layout.id.name for layout in node_layouts if layout.id.name}
+        for entry in order:
+            override = text_keys.get(entry.name)
+            if override is not None and "+" not in override:
+                chosen[entry.name] = TextKeyChoice(override, reason="--text-key")
+            else:
+                chosen[entry.name] = choose_text_key(writer.text_features(entry.name), id_features=id_features)
+                if override is not None:
+                    chosen[entry.name] = TextKeyChoice(COMPOSITE_FEATURE, composites[entry.name], reason="--text-key")
+            if chosen[entry.name].feature is not None:
+                writer.set_text_key(entry.name, chosen[entry.name].feature)
+        joined = {name: list(choice.parts) for name, choice in chosen.items() if choice.parts}
+        if joined:
+            writer.source["composite_text_keys"] = joined
         edges, edge_rows = _edge_tables(writer, edge_layouts, index, ranges, batch_rows, reverse_suffix, dangling, progress)
         dangling.record(writer)
         if ignored:
@@ -624,6 +716,7 @@ def import_tables(
         out_dir=str(out_dir), nodes=len(index), edges=edges, node_types={entry.name: entry.count for entry in order},
         dangling_neighbors=dangling.count, dangling_examples=dangling.examples, seconds=time.perf_counter() - started,
         format="tables", input_bytes=total_bytes, rows=node_rows + edge_rows, warnings=warnings,
+        text_keys={name: choice.describe() for name, choice in chosen.items()},
     )
 
 

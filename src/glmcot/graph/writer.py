@@ -458,6 +458,13 @@ class StoreWriter:
         self._edges.setdefault((src_type, relation), [])
         self._absent.setdefault((src_type, relation), []).append(np.asarray(src, dtype=np.int64))
 
+    def text_features(self, node_type: str) -> list[str]:
+        """The features of ``node_type`` added so far that hold text on some node, in order (an
+        importer chooses a text key among them)."""
+        if node_type not in self._types:
+            raise ValueError(f"unknown node type {node_type!r}")
+        return [name for name, column in self._types[node_type].columns.items() if column.str_lengths]
+
     def set_text_key(self, node_type: str, feature: str) -> None:
         """Choose the feature embedded for retrieval (default: Graph-CoT's NODE_TEXT_KEYS)."""
         if node_type not in self._types:
