@@ -54,9 +54,15 @@ def format_value(value: object) -> str:
 def ranked_neighbours(graph: Graph, index: int, relation: str, top_k: int) -> tuple[np.ndarray, int]:
     """Top-k neighbour indices by edge weight (or by their degree), and the full count."""
     neighbours = np.asarray(graph.neighbor_indices(index, relation), dtype=np.int64)
+    positions, total = _ranked_positions(graph, index, relation, neighbours, top_k)
+    return neighbours[positions], total
+
+
+def _ranked_positions(graph: Graph, index: int, relation: str, neighbours: np.ndarray, top_k: int) -> tuple[np.ndarray, int]:
+    """Positions in the neighbour list of the top-k neighbours, and the full count."""
     total = len(neighbours)
     if total == 0 or top_k <= 0:
-        return neighbours[:0], total
+        return np.zeros(0, dtype=np.int64), total
     weights = graph.neighbor_weights(index, relation)
     scores = np.asarray(weights if weights is not None else graph.total_degree(neighbours), dtype=np.float64)
     positions = np.arange(total)
@@ -68,8 +74,14 @@ def ranked_neighbours(graph: Graph, index: int, relation: str, top_k: int) -> tu
         tied = positions[scores == kth][: top_k - len(above)]
         positions = np.concatenate([above, tied])
     # Highest score first; ties keep the stored order, so the result is deterministic.
-    order = positions[np.lexsort((positions, -scores[positions]))][:top_k]
-    return neighbours[order], total
+    return positions[np.lexsort((positions, -scores[positions]))][:top_k], total
+
+
+def format_edge(features: dict) -> str:
+    """An edge's features as shown after its neighbour: `` {quantity: 12, discount: 0.05}``."""
+    if not features:
+        return ""
+    return " {" + ", ".join(f"{name}: {_clip(format_value(value), 80)}" for name, value in features.items()) + "}"
 
 
 def render_chunk(graph: Graph, node_id: str, config: ChunkConfig = DEFAULT_CHUNK_CONFIG) -> str:
@@ -82,15 +94,25 @@ def render_chunk_at(graph: Graph, index: int, config: ChunkConfig = DEFAULT_CHUN
     lines = [f"[node {graph.node_id(index)} | {node_type}]"]
     for name, value in graph.features_at(index).items():
         lines.append(f"{name}: {_clip(format_value(value), config.max_value_chars)}")
+    # Imported tables and RDF leave out relations a node has no neighbour on (a sparse RDF graph
+    # has dozens per type); GRBench chunks list them, as Graph-CoT does.
+    empty_shown = graph.manifest.get("source", {}).get("empty_relations", "shown") == "shown"
     for relation in graph.relation_names(node_type):
-        chosen, total = ranked_neighbours(graph, index, relation, config.top_k)
+        neighbours = np.asarray(graph.neighbor_indices(index, relation), dtype=np.int64)
+        positions, total = _ranked_positions(graph, index, relation, neighbours, config.top_k)
         if total == 0:
-            lines.append(f"{relation} (0): none")
+            if empty_shown:
+                lines.append(f"{relation} (0): none")
             continue
+        chosen = neighbours[positions]
         ids = graph.node_ids(chosen)
+        edges = [{}] * len(ids)
+        if graph.edge_feature_names(node_type, relation):
+            every = graph.edge_features_at(index, relation)
+            edges = [every[position] for position in positions.tolist()]
         shown = [
-            f"{_clip(graph.text_at(int(neighbour)), config.max_neighbour_chars)} <{neighbour_id}>"
-            for neighbour, neighbour_id in zip(chosen.tolist(), ids)
+            f"{_clip(graph.text_at(int(neighbour)), config.max_neighbour_chars)} <{neighbour_id}>{format_edge(edge)}"
+            for neighbour, neighbour_id, edge in zip(chosen.tolist(), ids, edges)
         ]
         head = f"{relation} ({total})" if len(shown) == total else f"{relation} (top {len(shown)} of {total})"
         lines.append(f"{head}: {' | '.join(shown)}")

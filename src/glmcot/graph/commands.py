@@ -202,7 +202,8 @@ def info_command(
             table.add_row(
                 escape(entry["type"]) if first else "",
                 f"{entry['nodes']:,}" if first else "",
-                escape(str(entry["text_key"])) if first else "",
+                escape(str(entry["text_key"]) + (f" ({' + '.join(entry['text_key_parts'])})"
+                                                  if entry.get("text_key_parts") else "")) if first else "",
                 features if first else "",
                 escape(relation),
                 f"{edges:,}" if relation else "",

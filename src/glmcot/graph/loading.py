@@ -112,11 +112,13 @@ def add_grouped_edges(
     dst: np.ndarray,
     weight: np.ndarray | None,
     reverse_suffix: str = "",
+    features: dict[str, list] | None = None,
 ) -> int:
     """Add edges (``relations`` index into ``relation_names``) to the writer; returns edges added.
 
     With ``reverse_suffix``, every edge is also added backwards as ``<relation><suffix>`` so the
-    agents can walk it from either end (NeighbourCheck follows outgoing edges only).
+    agents can walk it from either end (NeighbourCheck follows outgoing edges only); ``features``
+    (name -> one value per edge) go with both directions.
     """
     added = 0
     directions = [(src, dst, "")]
@@ -134,7 +136,10 @@ def add_grouped_edges(
             first = int(group[0])
             node_type = ranges.names[int(source_types[first])]
             relation = relation_names[int(relations[first])] + suffix
-            writer.add_edges(node_type, relation, sources[group], targets[group], None if weight is None else weight[group])
+            rows = group.tolist()
+            chosen = {name: [values[row] for row in rows] for name, values in (features or {}).items()}
+            writer.add_edges(node_type, relation, sources[group], targets[group], None if weight is None else weight[group],
+                             chosen or None)
             added += int(group.size)
     return added
 

@@ -51,6 +51,27 @@ class NeighbourList(list):
     __str__ = __repr__
 
 
+class _Several(list):
+    """The values of several edges to one neighbour, while they are being collected."""
+
+
+class EdgeValues(dict):
+    """Neighbour id -> edge feature value; printing it shows how many edges were left out."""
+
+    def __init__(self, values: dict, total: int, shown: int):
+        super().__init__(values)
+        self.total = total
+        self.shown = shown  # edges read (at most the neighbour bound)
+
+    def __repr__(self) -> str:
+        text = super().__repr__()
+        if self.total > self.shown:
+            text += f" ({self.total - self.shown} more of {self.total} left out; NodeDegree gives the count)"
+        return text
+
+    __str__ = __repr__
+
+
 class GraphTools:
     """The primitives bound to one graph; records the node ids a snippet looked at."""
 
@@ -137,13 +158,38 @@ class GraphTools:
         _, index = self._node(node_id, "NodeFeature")
         return fresh(self.graph.feature_at(index, self._name(feature, "NodeFeature", "feature")))
 
-    def NeighbourCheck(self, node_id: str, relation: str) -> list[str]:  # noqa: N802
-        """Neighbour ids along ``relation``, at most ``neighbour_limit`` of them, in the file's order."""
+    def NeighbourCheck(self, node_id: str, relation: str, edge_feature: str | None = None) -> list[str] | EdgeValues:  # noqa: N802
+        """Neighbour ids along ``relation``, at most ``neighbour_limit`` of them, in the file's order.
+        With ``edge_feature`` (a relationship property, where the graph has them): a dict from
+        each neighbour id to that edge's value (a list where several edges reach one neighbour)."""
         _, index = self._node(node_id, "NeighbourCheck")
         relation = self._name(relation, "NeighbourCheck", "relation")
+        if edge_feature is not None:
+            return self._edge_values(index, relation, self._name(edge_feature, "NeighbourCheck", "edge feature"))
         # Dangling ids (naming no node) stay in the list, as in Graph-CoT and the gold answers.
         total = self.graph.degree_at(index, relation)
         return NeighbourList(self.graph.neighbor_id_list(index, relation, self.neighbour_limit), total)
+
+    def _edge_values(self, index: int, relation: str, feature: str) -> EdgeValues:
+        graph = self.graph
+        names = graph.edge_feature_names(graph.type_of_index(index), relation)
+        if feature not in names:
+            graph.neighbor_indices(index, relation)  # an unknown relation: RelationNotFound names the valid ones
+            known = f"its edge features: {', '.join(names)}" if names else "it has no edge features"
+            raise FeatureNotFound(f"relation {relation!r} has no edge feature {feature!r}; {known}")
+        neighbours = graph.neighbor_index_list(index, relation)
+        features = graph.edge_features_at(index, relation)
+        limit = self.neighbour_limit if self.neighbour_limit is not None else len(neighbours)
+        values: dict[str, Any] = {}
+        for neighbour_id, edge in zip(graph.node_ids(neighbours[:limit]), features[:limit]):
+            value = fresh(edge.get(feature))
+            if neighbour_id in values:  # several edges to one neighbour: every value, in order
+                previous = values[neighbour_id]
+                values[neighbour_id] = (previous if isinstance(previous, _Several) else _Several([previous])) + [value]
+            else:
+                values[neighbour_id] = value
+        return EdgeValues({key: list(value) if isinstance(value, _Several) else value for key, value in values.items()},
+                          len(neighbours), min(limit, len(neighbours)))
 
     def NodeDegree(self, node_id: str, relation: str) -> int:  # noqa: N802
         """Number of neighbours along ``relation``."""
@@ -159,5 +205,6 @@ __all__ = [
     "RelationNotFound",
     "RetrievalUnavailable",
     "NeighbourList",
+    "EdgeValues",
     "PRIMITIVES",
 ]

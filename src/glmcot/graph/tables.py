@@ -16,6 +16,7 @@ count the header as row 1, as a spreadsheet shows them.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import time
@@ -239,7 +240,7 @@ def read_layout(path: Path, default_name: str) -> TableLayout:
         for name in names:
             seen[name] = seen.get(name, 0) + 1
             renamed.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
-        specs = [ColumnSpec(unique, spec.name, spec.role, spec.kind, spec.array) for unique, spec in zip(renamed, specs)]
+        specs = [dataclasses.replace(spec, header=unique) for unique, spec in zip(renamed, specs)]
     by_role: dict[str, list[ColumnSpec]] = {}
     for spec in specs:
         by_role.setdefault(spec.role, []).append(spec)
@@ -285,8 +286,8 @@ def read_layout(path: Path, default_name: str) -> TableLayout:
     for spec in specs:
         if spec.header in used:
             continue
-        if spec.role == "ignore" or kind == "edges":
-            layout.ignored.append(spec.header)  # edges carry no properties in a store (only a weight)
+        if spec.role == "ignore":
+            layout.ignored.append(spec.header)
         elif spec.role == "feature":
             if not spec.name:
                 raise GraphFormatError(f"{path}: column {spec.header!r} has a type but no name")
@@ -583,6 +584,7 @@ def _edge_tables(writer: StoreWriter, layouts: list[TableLayout], index: IdIndex
     edges = rows_read = 0
     for number, layout in enumerate(layouts):
         wanted = [spec.header for spec in (layout.start, layout.end, layout.relation, layout.weight) if spec is not None]
+        wanted += [spec.header for spec in layout.features]
         for first_row, batch in iter_batches(layout, wanted, batch_rows):
             rows_read += batch.num_rows
             starts = _id_strings(batch.column(layout.start.header), layout.start, layout, first_row)
@@ -607,14 +609,22 @@ def _edge_tables(writer: StoreWriter, layouts: list[TableLayout], index: IdIndex
                     offset = int(np.flatnonzero(~np.isfinite(weight))[0])
                     raise GraphFormatError(f"{layout.path}: row {first_row + offset}, column {layout.weight.header!r}: "
                                            f"weight {values[offset]!r} is not a finite number")
+            features = {}
+            for spec in layout.features:  # relationship properties: edge features
+                column = batch.column(spec.header)
+                if column.null_count < len(column):
+                    values = column_values(column, spec, layout, first_row)
+                    features[spec.name] = values.tolist() if isinstance(values, np.ndarray) else values
             src, dst = index.resolve_strings(starts), index.resolve_strings(ends)
             valid = (src >= 0) & (dst >= 0)
             if not valid.all():
                 missing = np.flatnonzero(~valid)
                 dangling.add(len(missing), lambda row: f"{starts[row]} -{names[row]}-> {ends[row]} "
                              f"({layout.path.name} row {first_row + row})", missing)
+            kept = np.flatnonzero(valid).tolist()
+            features = {name: [values[row] for row in kept] for name, values in features.items()}
             edges += add_grouped_edges(writer, ranges, codes[valid], relation_names, src[valid], dst[valid],
-                                       None if weight is None else weight[valid], reverse_suffix)
+                                       None if weight is None else weight[valid], reverse_suffix, features)
         if progress is not None:
             progress("edge tables", number + 1, len(layouts))
     return edges, rows_read
@@ -676,7 +686,8 @@ def _import_found(found, readable, sources, out_dir: Path, overwrite: bool, batc
     ignored = {str(layout.path): layout.ignored for layout in layouts if layout.ignored}
     total_bytes = sum(path.stat().st_size for path, _ in found)
     dangling = Dangling()
-    source = {"paths": [str(Path(item).resolve()) for item in sources], "bytes": total_bytes, "importer": "tables"}
+    source = {"paths": [str(Path(item).resolve()) for item in sources], "bytes": total_bytes, "importer": "tables",
+              "empty_relations": "left out"}  # vertex chunks leave out relations a node has no neighbour on
     if reverse_suffix:
         source["reverse_suffix"] = reverse_suffix  # updates add and delete the reverse edges too
     text_keys = dict(text_keys or {})
@@ -696,12 +707,13 @@ def _import_found(found, readable, sources, out_dir: Path, overwrite: bool, batc
         id_features = {layout.id.name for layout in node_layouts if layout.id.name}
         for entry in order:
             override = text_keys.get(entry.name)
+            present = writer.text_features(entry.name)
             if override is not None and "+" not in override:
                 chosen[entry.name] = TextKeyChoice(override, reason="--text-key")
+            elif composites[entry.name] and COMPOSITE_FEATURE in present:
+                chosen[entry.name] = TextKeyChoice(COMPOSITE_FEATURE, composites[entry.name], reason="first and last name")
             else:
-                chosen[entry.name] = choose_text_key(writer.text_features(entry.name), id_features=id_features)
-                if override is not None:
-                    chosen[entry.name] = TextKeyChoice(COMPOSITE_FEATURE, composites[entry.name], reason="--text-key")
+                chosen[entry.name] = choose_text_key(present, id_features=id_features)
             if chosen[entry.name].feature is not None:
                 writer.set_text_key(entry.name, chosen[entry.name].feature)
         joined = {name: list(choice.parts) for name, choice in chosen.items() if choice.parts}

@@ -1,9 +1,10 @@
 """Which feature is a node type's text (embedded for RetrieveNode, shown for neighbours), chosen
 from the data of an imported table or RDF graph (docs/graph-formats.md, "Text keys").
 
-In order: a name-like feature (``name``, ``title``, ``label``, ``prefLabel``...); a first and
-last name pair, joined into a composite ``name``; a feature whose name ends in ``name`` or
-``title`` (``companyName``, ``productName``); any other text feature that is not an id; an id
+In order: a name-like feature (``name``, ``fullName``, ``label``, ``prefLabel``...); a first and
+last name pair, joined into a composite ``name``; ``title`` (after the pair: an employee's title is
+a job); a feature whose name ends in ``name``, ``title`` or ``label`` (``companyName``,
+``productName``); any other text feature that is not an id; an id
 feature only when nothing else is text. Only features with a value on some node of the type
 count. ``--text-key TYPE=FEATURE`` (or ``TYPE=first+last``) overrides the choice.
 """
@@ -13,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-NAME_LIKE = ("name", "title", "label", "preflabel", "fullname", "displayname", "caption", "headline")
+NAME_LIKE = ("name", "fullname", "displayname", "label", "preflabel")
+TITLE_LIKE = ("title", "caption", "headline")  # after a first/last name pair: an employee's title is a job
 COMPOSITE_PAIRS = (("firstname", "lastname"), ("givenname", "familyname"), ("forename", "surname"))
 COMPOSITE_FEATURE = "name"  # where a composite key's joined text is stored
 
@@ -65,6 +67,10 @@ def choose_text_key(text_features: Sequence[str], other_features: Sequence[str] 
     parts = composite_parts(text_features)
     if parts:
         return TextKeyChoice(COMPOSITE_FEATURE, parts, reason="first and last name")
+    for wanted in TITLE_LIKE:
+        for name in text_features:
+            if _plain(name) == wanted:
+                return TextKeyChoice(name, reason="title-like")
     for name in text_features:
         if name not in ids and _plain(name).endswith(("name", "title", "label")):
             return TextKeyChoice(name, reason="ends in name/title/label")

@@ -354,7 +354,7 @@ def _write(collected: _Collected, path: Path, out_dir: Path, overwrite: bool, te
     written = [(names[code], int(counts[code])) for code in range(len(names)) if counts[code]]
     extra = collected.extra_types
     source = {"path": str(path.resolve()), "bytes": total, "importer": "n-triples" if syntax == "ntriples" else "rdf",
-              "syntax": syntax}
+              "syntax": syntax, "empty_relations": "left out"}  # vertex chunks leave out relations without neighbours
     if reverse_suffix:
         source["reverse_suffix"] = reverse_suffix  # updates add and delete the reverse edges too
     chosen: dict[str, str | None] = {}
