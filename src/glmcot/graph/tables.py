@@ -72,10 +72,14 @@ def spaced_id(space: str, value: str) -> str:
 
 
 def parse_header(header: str) -> ColumnSpec:
-    """Parse one Neo4j-style header (``name:kind``, ``:ID(Space)``, ``tags:string[]``)."""
-    name, _, suffix = header.rpartition(":")
+    """Parse one Neo4j-style header (``name:kind``, ``:ID(Space)``, ``tags:string[]``); Neo4j 5's
+    options in braces (``id:ID(Genre){id-type:string}``) are read past."""
+    text = header
+    if text.endswith("}") and "{" in text:
+        text = text[: text.rindex("{")]
+    name, _, suffix = text.rpartition(":")
     if not _:
-        name, suffix = header, ""
+        name, suffix = text, ""
     tag, opened, rest = suffix.partition("(")
     tag = tag.strip()
     space = rest.strip().removesuffix(")").strip() if opened else ""
