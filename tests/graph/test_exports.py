@@ -252,3 +252,19 @@ def test_grbench_prompts_and_chunks_are_byte_identical(name, tmp_path):
     for index in range(graph.num_nodes):
         digest.update(render_chunk_at(graph, index).encode())
     assert digest.hexdigest() == GRBENCH_DIGESTS[name]
+
+
+def test_edge_features_survive_an_update_and_compaction(tmp_path_factory):
+    graph, _ = imported(tmp_path_factory, FIXTURES / "shop")
+    store = graph.directory
+    changes = store.parent / "changes.jsonl"
+    changes.write_text(json.dumps({"op": "upsert_edge", "source": "Customer:2", "relation": "ORDERS",
+                                   "target": "Product:1"}) + "\n")
+    for command in (["graph", "update", str(store), str(changes)], ["graph", "compact", str(store)]):
+        result = runner.invoke(app, command)
+        assert result.exit_code == 0, result.output
+        tools = GraphTools(Graph.open(store))
+        assert tools.NeighbourCheck("Customer:1", "ORDERS", "quantity") == {"Product:1": 12, "Product:2": 10}
+        # The updated list holds the new edge, without features (updates write none).
+        assert tools.NeighbourCheck("Customer:2", "ORDERS", "quantity") == {"Product:3": 5, "Product:1": None}
+        assert tools.NeighbourCheck("Product:1", "ORDERS_reverse") == ["Customer:1", "Customer:3", "Customer:2"]
