@@ -268,3 +268,16 @@ def test_edge_features_survive_an_update_and_compaction(tmp_path_factory):
         # The updated list holds the new edge, without features (updates write none).
         assert tools.NeighbourCheck("Customer:2", "ORDERS", "quantity") == {"Product:3": 5, "Product:1": None}
         assert tools.NeighbourCheck("Product:1", "ORDERS_reverse") == ["Customer:1", "Customer:3", "Customer:2"]
+
+
+def test_several_edges_to_one_neighbour_give_every_value(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "nodes.csv").write_text("id:ID,name\nc,Carol\np,Pen\n")
+    (tmp_path / "in" / "orders.csv").write_text(":START_ID,:END_ID,:TYPE,quantity:int\nc,p,ORDERS,1\nc,p,ORDERS,2\nc,p,ORDERS,3\n")
+    from glmcot.graph.tables import import_tables
+
+    import_tables(tmp_path / "in", tmp_path / "store")
+    tools = GraphTools(Graph.open(tmp_path / "store"), neighbour_limit=2)
+    values = tools.NeighbourCheck("c", "ORDERS", "quantity")
+    assert values == {"p": [1, 2]} and "1 more of 3 left out" in repr(values)
+    assert GraphTools(Graph.open(tmp_path / "store")).NeighbourCheck("p", "ORDERS_reverse", "quantity") == {"c": [1, 2, 3]}

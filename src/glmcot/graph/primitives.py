@@ -51,10 +51,6 @@ class NeighbourList(list):
     __str__ = __repr__
 
 
-class _Several(list):
-    """The values of several edges to one neighbour, while they are being collected."""
-
-
 class EdgeValues(dict):
     """Neighbour id -> edge feature value; printing it shows how many edges were left out."""
 
@@ -179,17 +175,12 @@ class GraphTools:
             raise FeatureNotFound(f"relation {relation!r} has no edge feature {feature!r}; {known}")
         neighbours = graph.neighbor_index_list(index, relation)
         features = graph.edge_features_at(index, relation)
-        limit = self.neighbour_limit if self.neighbour_limit is not None else len(neighbours)
-        values: dict[str, Any] = {}
-        for neighbour_id, edge in zip(graph.node_ids(neighbours[:limit]), features[:limit]):
-            value = fresh(edge.get(feature))
-            if neighbour_id in values:  # several edges to one neighbour: every value, in order
-                previous = values[neighbour_id]
-                values[neighbour_id] = (previous if isinstance(previous, _Several) else _Several([previous])) + [value]
-            else:
-                values[neighbour_id] = value
-        return EdgeValues({key: list(value) if isinstance(value, _Several) else value for key, value in values.items()},
-                          len(neighbours), min(limit, len(neighbours)))
+        stop = len(neighbours) if self.neighbour_limit is None else min(self.neighbour_limit, len(neighbours))
+        collected: dict[str, list] = {}
+        for neighbour_id, edge in zip(graph.node_ids(neighbours[:stop]), features[:stop]):
+            collected.setdefault(neighbour_id, []).append(fresh(edge.get(feature)))  # several edges: every value
+        return EdgeValues({key: items[0] if len(items) == 1 else items for key, items in collected.items()},
+                          len(neighbours), stop)
 
     def NodeDegree(self, node_id: str, relation: str) -> int:  # noqa: N802
         """Number of neighbours along ``relation``."""
