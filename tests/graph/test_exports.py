@@ -281,3 +281,15 @@ def test_several_edges_to_one_neighbour_give_every_value(tmp_path):
     values = tools.NeighbourCheck("c", "ORDERS", "quantity")
     assert values == {"p": [1, 2]} and "1 more of 3 left out" in repr(values)
     assert GraphTools(Graph.open(tmp_path / "store")).NeighbourCheck("p", "ORDERS_reverse", "quantity") == {"c": [1, 2, 3]}
+
+
+def test_text_key_flag_overrides_and_unknown_names_are_clear_errors(tmp_path):
+    shop = FIXTURES / "shop"
+    result = runner.invoke(app, ["graph", "import", str(shop), "--out", str(tmp_path / "a"), "--json",
+                                 "--text-key", "Customer=contactName", "--text-key", "Product=productName"])
+    assert result.exit_code == 0, result.output
+    assert Graph.open(tmp_path / "a").text_key("Customer") == "contactName"
+    result = runner.invoke(app, ["graph", "import", str(shop), "--out", str(tmp_path / "b"), "--text-key", "Customer=nom"])
+    assert result.exit_code != 0 and "Customer has no feature 'nom'" in result.output and not (tmp_path / "b").exists()
+    result = runner.invoke(app, ["graph", "import", str(shop), "--out", str(tmp_path / "c"), "--text-key", "Client=name"])
+    assert result.exit_code != 0 and "['Client']" in result.output

@@ -713,6 +713,9 @@ def _import_found(found, readable, sources, out_dir: Path, overwrite: bool, batc
             override = text_keys.get(entry.name)
             present = writer.text_features(entry.name)
             if override is not None and "+" not in override:
+                if override not in writer.feature_names(entry.name):
+                    raise GraphFormatError(f"--text-key {entry.name}={override}: {entry.name} has no feature {override!r}; "
+                                           f"its features: {', '.join(writer.feature_names(entry.name)) or '(none)'}")
                 chosen[entry.name] = TextKeyChoice(override, reason="--text-key")
             elif composites[entry.name] and COMPOSITE_FEATURE in present:
                 chosen[entry.name] = TextKeyChoice(COMPOSITE_FEATURE, composites[entry.name], reason="first and last name")

@@ -471,6 +471,12 @@ class StoreWriter:
         self._edges.setdefault((src_type, relation), [])
         self._absent.setdefault((src_type, relation), []).append(np.asarray(src, dtype=np.int64))
 
+    def feature_names(self, node_type: str) -> list[str]:
+        """The features of ``node_type`` added so far, in order."""
+        if node_type not in self._types:
+            raise ValueError(f"unknown node type {node_type!r}")
+        return list(self._types[node_type].columns)
+
     def text_features(self, node_type: str) -> list[str]:
         """The features of ``node_type`` added so far that hold text on some node, in order (an
         importer chooses a text key among them)."""
