@@ -29,8 +29,12 @@ ALLOWED = {
     "benchmarks": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "system", "eval", "serve", "offline",
                    "vllm_plugin", "files", "runs"},
     "serve": {"contract", "graph", "data", "engine", "llm", "agents", "system", "eval", "offline", "files", "runs"},
+    # glmcot as tools for outside agents: the MCP server over serve's desk; framework adapters
+    "mcp": {"contract", "graph", "data", "engine", "llm", "agents", "system", "serve", "offline", "files", "runs"},
+    "integrations": {"contract", "graph", "data", "engine", "llm", "agents", "system", "serve", "offline", "files",
+                     "runs"},
     "cli": {"contract", "graph", "data", "engine", "llm", "agents", "mini", "system", "eval", "serve", "benchmarks",
-            "offline", "files", "runs"},
+            "offline", "files", "runs", "mcp"},
 }
 
 

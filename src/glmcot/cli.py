@@ -13,6 +13,7 @@ from glmcot.data import commands as data_commands
 from glmcot.engine import commands as engine_commands
 from glmcot.eval import commands as eval_commands
 from glmcot.graph import commands as graph_commands
+from glmcot.mcp import commands as mcp_commands
 from glmcot.mini import commands as mini_commands
 from glmcot.serve import commands as serve_commands
 from glmcot.system import commands as system_commands
@@ -31,6 +32,7 @@ app.add_typer(engine_commands.app, name="engine")
 system_commands.register(app)
 eval_commands.register(app)
 serve_commands.register(app)
+mcp_commands.register(app)
 mini_commands.register(app)
 
 

@@ -27,6 +27,13 @@ def write_rows_atomic(path: str | Path, rows: Iterable[dict[str, Any]]) -> None:
     _replace_with(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode("utf-8"))
 
 
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Replaces a text file (UTF-8) in one atomic step."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _replace_with(path, text.encode("utf-8"))
+
+
 def _replace_with(path: Path, data: bytes) -> None:
     temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     with open(temporary, "wb") as handle:

@@ -181,3 +181,36 @@ def test_lookups_served_by_a_prefetch_are_counted_apart_from_cache_hits():
     finally:
         release.set()
         service.close()
+
+
+def test_the_pipeline_hook_times_each_line_its_search_and_the_end_of_decoding():
+    release = threading.Event()
+
+    class Gated:
+        def retrieve(self, text):
+            release.wait(30)
+            return "node-" + text
+
+    service = RetrievalService(Gated(), threads=2)
+    try:
+        hook = PipelineHook(service)
+        hook('p = RetrieveNode("A Paper")')
+        hook('q = RetrieveNode("A Paper")')   # the same text again: not started twice
+        time.sleep(0.05)
+        release.set()
+        assert service.resolve("A Paper") == "node-A Paper"
+        decode_end = time.perf_counter() - hook.t0
+        [timing] = hook.timings(2, 1, decode_end)
+        assert (timing.step, timing.attempt, timing.text, timing.source) == (2, 1, "A Paper", "search")
+        assert 0 <= timing.seen_s <= timing.search_start_s <= timing.search_end_s <= timing.decode_end_s
+        assert timing.search_end_s - timing.search_start_s >= 0.04   # it waited for the gate
+        again = PipelineHook(service)
+        again('RetrieveNode("A Paper")')   # now the cache answers: no search ran
+        [cached] = again.timings(0, 0, 0.5)
+        assert cached.source == "cache" and cached.search_start_s is None and cached.search_end_s is None
+        skipped = PipelineHook(service)
+        skipped(f'RetrieveNode("{"x" * 5000}")')
+        assert skipped.timings(0, 0, 0.1)[0].source == "skipped"
+    finally:
+        release.set()
+        service.close()

@@ -85,6 +85,13 @@ def test_normal_snippet_loops_sets_dicts_comprehensions(sandbox):
     assert result.chunks and result.chunks[0][0] == "p3"
     assert "Fast Graph Sampling" in result.chunks[0][1]
     assert result.calls >= 4
+    # the subgraph it walked, for the trace page: the lookup, the relation followed, node texts
+    assert result.retrieved == [("Fast Graph Sampling", "p3")]
+    assert result.follows == [("p3", "author", ["a1", "a3", "a4"])]
+    assert result.labels["p3"] == "Fast Graph Sampling" and result.labels["a1"] == "Ada Park"
+    walked = result.to_dict()
+    assert walked["follows"] == [["p3", "author", ["a1", "a3", "a4"]]]
+    assert walked["chunk_texts"]["p3"] == result.chunks[0][1]
 
 
 @pytest.mark.parametrize("code", ["while True:\n    pass", "n = 0\nfor i in range(10**12):\n    n += 1\nprint(n)"])

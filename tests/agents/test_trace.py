@@ -6,7 +6,8 @@ import json
 
 from glmcot.agents.records import QuestionResult
 from glmcot.agents.trace import (EVENT_TYPES, AgentError, Answer, Classification, GraphCoTConfig, GraphCoTStep,
-                                 LLMCall, NotebookUpdate, Reasoning, SnippetRun, UnknownEvent, event_from_dict)
+                                 LLMCall, NotebookUpdate, PrefetchTiming, Reasoning, SnippetRun, UnknownEvent,
+                                 event_from_dict)
 
 EVENTS = [
     LLMCall("reason", {"qid": "q", "agent": "reason", "step": 1, "attempt": 0}, "q#1", "abc",
@@ -14,6 +15,7 @@ EVENTS = [
     Classification(False, True, "the authors"),
     Reasoning(1, 0, missing="the authors"),
     SnippetRun(0, 1, "print(1)", {"ok": True, "output": "1\n"}, prefetched=["A Paper"], prefetch_at_s=0.25),
+    PrefetchTiming(0, 1, "A Paper", 0.25, 0.26, 0.3, 0.5, "search"),
     NotebookUpdate(["vertex:p1@2", "fact"]),
     GraphCoTStep(2, "I look.", "NodeFeature[p1, year]", "The feature is 2020."),
     GraphCoTConfig("faithful", "tiktoken cl100k", 10000, 10),

@@ -215,6 +215,11 @@ def test_chunk_modes_do_not_depend_on_the_cache_state(mode, references):
     assert stats["chunk_hits_tokens"] == reused and stats["prefix_hits_tokens"] == 0
     assert warm_out.cached_tokens == reused
     assert stats["prompt_tokens_computed"] - computed == warm_out.prompt_tokens - reused
+    # the same hits by priority level: all of them notebook (P2) chunk tokens
+    levels = warm_out.level_tokens
+    assert sum(total for total, _ in levels.values()) == warm_out.prompt_tokens
+    assert {level: cached for level, (_, cached) in levels.items()} == {1: 0, 2: reused, 4: 0}
+    assert cold_out.level_tokens.keys() == levels.keys() and all(c == 0 for _, c in cold_out.level_tokens.values())
     assert_all_released(cold)
     assert_all_released(warm)
 

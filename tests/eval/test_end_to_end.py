@@ -55,6 +55,20 @@ def test_demo_quick_writes_table_report_and_plots(tmp_path: Path, cache_env, dbl
     assert len(rows_file.read_text().splitlines()) == 2
     # no glmcot-mini is built in this cache: the demo says how to build it instead of showing it
     assert data["mini"]["answers"] == [] and "glmcot train-mini" in data["mini"]["absent"]
+    # one question traced by both methods: self-contained pages, linked side by side from the report
+    pages = data["trace_pages"]
+    assert "(pages/side-by-side.html)" in report and "(pages/glm.html)" in report
+    for method in ("glm", "graphcot"):
+        page = (out / pages[method]).read_text()
+        events = json.loads(page.split('id="glmcot-events">', 1)[1].split("</script>", 1)[0])
+        assert events[0][1]["method"] == method and events[-1][1]["question"] == pages["question"]
+        calls = [payload for name, payload in events if name in ("llm", "thought", "action")]
+        assert len(calls) == events[-1][1]["llm_calls"]
+    graphcot_steps = [p for name, p in json.loads((out / pages["graphcot"]).read_text().split(
+        'id="glmcot-events">', 1)[1].split("</script>", 1)[0]) if name == "step"]
+    assert len(graphcot_steps) >= 2   # the scratchpad grows
+    side = (out / pages["side-by-side"]).read_text()
+    assert 'src="glm.html"' in side and 'src="graphcot.html"' in side
 
 
 def test_eval_scripted_both_methods_then_resume(tmp_path: Path, cache_env, dblp):

@@ -109,3 +109,23 @@ def test_tables_written_to_a_pipe_are_not_cut_at_80_columns(monkeypatch):
     with out.capture() as captured:
         out.print(table)
     assert "column number 7" in captured.get() and "value          7" in captured.get()
+
+
+def test_ablation_says_not_established_where_repeats_overlap():
+    from glmcot.eval.ablation import throughput_verdict
+    from glmcot.eval.report import ablation_rich
+
+    rows = [
+        {"variant": "glm", "label": "GLM (all features)", "full": True, "throughput_qps": 2.0, "throughput_by_repeat": [1.8, 2.2]},
+        {"variant": "a", "label": "overlapping", "throughput_qps": 1.9, "throughput_by_repeat": [1.7, 1.9]},
+        {"variant": "b", "label": "apart", "throughput_qps": 1.2, "throughput_by_repeat": [1.1, 1.3]},
+        {"variant": "c", "label": "one repeat", "throughput_qps": 1.0, "throughput_by_repeat": [1.0]},
+    ]
+    throughput_verdict(rows)
+    assert rows[1]["throughput_effect"].startswith("not established (repeats overlap")
+    assert rows[2]["throughput_effect"] == "established (repeats do not overlap)"
+    assert rows[3]["throughput_effect"].startswith("not established (one repeat")
+    assert "glmcot bench kvsim" in rows[1]["throughput_effect"]
+    text = ablation_markdown(rows)
+    assert "| throughput effect |" in text and "not established (repeats overlap; at scale: glmcot bench kvsim)" in text
+    assert ablation_rich(rows).row_count == 4

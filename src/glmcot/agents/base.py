@@ -14,6 +14,19 @@ from glmcot.agents.formats import valid_text
 from glmcot.llm.replay import prompt_hash
 
 
+class AsyncAnswer:
+    """`await agent.aanswer(question)`: `answer` on a worker thread, so an event loop (a web app,
+    LangChain's or LlamaIndex's async paths) never blocks on a question. The agents' LLM calls
+    and sandbox runs are blocking; a thread per question in flight is what they cost. Cancelling
+    the awaiting task does not stop a question already running: it finishes on its thread (the
+    server's agents stop early through their backend's cancel flag)."""
+
+    async def aanswer(self, question: str, qid: str | None = None) -> QuestionResult:
+        import asyncio
+
+        return await asyncio.to_thread(self.answer, question, qid)
+
+
 class QuestionFailed(Exception):
     """Ends a question with a Table 5 category (or backend_error) and a detail."""
 

@@ -12,7 +12,10 @@ failure category (Table 5), never an exception.
 
 from __future__ import annotations
 
-from glmcot.agents.base import QuestionFailed, QuestionRun
+import time
+
+from glmcot.agents.base import AsyncAnswer, QuestionFailed, QuestionRun
+from glmcot.graph.graph_source import SourceUnavailable
 from glmcot.agents.config import AgentConfig
 from glmcot.agents.context import AgentContext
 from glmcot.agents.notebook import Notebook
@@ -35,7 +38,7 @@ def failure_category(kind: str) -> str:
     return "code_error"
 
 
-class GLMAgent:
+class GLMAgent(AsyncAnswer):
     method = "glm"
 
     def __init__(self, backend: LLMBackend, context: AgentContext, config: AgentConfig | None = None):
@@ -59,6 +62,8 @@ class GLMAgent:
             return run.finish("", failure)
         except LLMError as error:
             return run.finish("", QuestionFailed("backend_error", str(error)))
+        except SourceUnavailable as error:
+            return run.finish("", QuestionFailed("graph_source_error", str(error)))
         except SandboxError as error:
             return run.finish("", QuestionFailed("code_error", f"sandbox: {error}"))
 
@@ -139,6 +144,7 @@ class GLMAgent:
                 "act", segments, max_tokens=config.act_max_tokens, stop=formats.ACT_STOP, step=step,
                 attempt=attempt, temperature=config.temperature, on_line=hook,
             )
+            decode_end = time.perf_counter() - hook.t0 if hook else 0.0
             try:
                 code = formats.parse_code(response.text)
             except formats.FormatError as error:
@@ -147,6 +153,8 @@ class GLMAgent:
                 continue
             result = self.context.executor.run(code, resolve=self.context.retrieval.resolve)
             run.result.retrieval_time_s += result.retrieval_s
+            for timing in hook.timings(step, attempt, decode_end) if hook else []:
+                run.trace.append(timing)   # after the run: the searches it waited for have ended
             run.trace.append(SnippetRun(
                 step, attempt, code, result.to_dict(), prefetched=list(hook.started) if hook else [],
                 prefetch_at_s=round(hook.first_at, 6) if hook and hook.first_at is not None else None))

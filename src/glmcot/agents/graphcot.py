@@ -10,7 +10,8 @@ compare with published numbers, is ``graphcot`` (agents/graphcot_faithful.py).""
 from __future__ import annotations
 
 
-from glmcot.agents.base import QuestionFailed, QuestionRun
+from glmcot.agents.base import AsyncAnswer, QuestionFailed, QuestionRun
+from glmcot.graph.graph_source import SourceUnavailable
 from glmcot.agents.config import AgentConfig
 from glmcot.agents.context import AgentContext
 from glmcot.agents.records import QuestionResult
@@ -39,7 +40,7 @@ def observe(observer: GraphCoTObserver, action: formats.Action) -> str:
     return observer.observe(action.name, action.argument.split(", "))
 
 
-class GraphCoTAgent:
+class GraphCoTAgent(AsyncAnswer):
     """The repaired Graph-CoT baseline."""
 
     method = "graphcot-repaired"
@@ -98,3 +99,6 @@ class GraphCoTAgent:
         except LLMError as error:
             run.result.retrieval_time_s = resolve.seconds
             return run.finish("", QuestionFailed("backend_error", str(error)))
+        except SourceUnavailable as error:
+            run.result.retrieval_time_s = resolve.seconds
+            return run.finish("", QuestionFailed("graph_source_error", str(error)))

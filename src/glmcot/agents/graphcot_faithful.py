@@ -31,7 +31,8 @@ from typing import Any
 
 import yaml
 
-from glmcot.agents.base import QuestionFailed, QuestionRun
+from glmcot.agents.base import AsyncAnswer, QuestionFailed, QuestionRun
+from glmcot.graph.graph_source import SourceUnavailable
 from glmcot.agents.config import AgentConfig
 from glmcot.agents.context import AgentContext
 from glmcot.agents.records import QuestionResult
@@ -293,7 +294,7 @@ def format_step(text: str) -> str:
 
 
 # ---- the agent ------------------------------------------------------------------------------------
-class FaithfulGraphCoTAgent:
+class FaithfulGraphCoTAgent(AsyncAnswer):
     method = METHOD
 
     def __init__(self, backend: LLMBackend, context: AgentContext, config: AgentConfig | None = None,
@@ -366,6 +367,9 @@ class FaithfulGraphCoTAgent:
         except LLMError as error:
             run.result.retrieval_time_s = retrieve.seconds
             return run.finish("", QuestionFailed("backend_error", str(error)))
+        except SourceUnavailable as error:
+            run.result.retrieval_time_s = retrieve.seconds
+            return run.finish("", QuestionFailed("graph_source_error", str(error)))
 
     def _call(self, run: QuestionRun, agent: str, head: Segment, question: str, scratchpad: str, step: int) -> str:
         notebook = self.prompt.human(question, scratchpad)[len(self.prompt.head):]

@@ -37,7 +37,8 @@ class Notebook:
             if node_id in self._nodes:
                 continue
             self._nodes.add(node_id)
-            added.append(Segment(text if text.endswith("\n") else text + "\n", Level.NOTEBOOK, self._chunk_key(node_id)))
+            text = text if text.endswith("\n") else text + "\n"
+            added.append(Segment(text, Level.NOTEBOOK, self._chunk_key(node_id, text)))
         fact = (missing.strip(), output.strip())
         if fact not in self._facts:
             self._facts.append(fact)

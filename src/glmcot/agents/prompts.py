@@ -68,8 +68,18 @@ def _common_first(graph, node_type: str, features: list[str], relations: list[st
 
 
 def describe_graph(graph) -> str:
-    """A definition in the style of the schema ones, read from a store (for unknown domains).
-    Sentences on reverse relations and edge features appear only where the store has them."""
+    """A definition in the style of the schema ones, read from a store (for unknown domains); a
+    live source gives its schema's names (without the relations' target types). Sentences on
+    reverse relations and edge features appear only where the store has them."""
+    if not hasattr(graph, "type_range"):
+        schema = graph.schema()
+        parts = [f"A knowledge graph with node types {', '.join(schema.node_types)}."]
+        for entry in schema.types:
+            sentence = f"{entry.name} nodes have the features {', '.join(entry.features) or 'none'}"
+            if entry.relations:
+                sentence += f" and link through {', '.join(entry.relations)}"
+            parts.append(sentence + ".")
+        return " ".join(parts)
     parts = [f"A knowledge graph with node types {', '.join(graph.node_types)}."]
     edge_sentences = []
     for node_type in graph.node_types:
@@ -157,7 +167,8 @@ def load_prompts(domain: str | None = None, graph=None, *, graphcot_examples: bo
         if agent == "act" and graph is not None and canonical not in (data.get("examples") or {}):
             from glmcot.agents.schema_examples import schema_examples
 
-            examples = schema_examples(graph) or examples  # the graph's own names, not GRBench's
+            if hasattr(graph, "type_range"):  # a store: examples with the graph's own names, not GRBench's
+                examples = schema_examples(graph) or examples
         fields = {"graph": definition, "examples": examples}
         if agent == "graphcot":
             # The original repeats the graph definition before every worked trace.

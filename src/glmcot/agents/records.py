@@ -10,7 +10,8 @@ from glmcot.agents.trace import TraceEvent, event_from_dict
 
 TRACE_VERSION = "glmcot.trace/1"
 
-FAILURES = ("unexpected_output", "retrieval_error", "code_error", "step_limit", "backend_error")
+# graph_source_error: the graph database behind a live source could not be reached mid-question
+FAILURES = ("unexpected_output", "retrieval_error", "code_error", "step_limit", "backend_error", "graph_source_error")
 
 
 @dataclass

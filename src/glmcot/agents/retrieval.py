@@ -25,15 +25,29 @@ import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from glmcot.agents.formats import valid_text
+from glmcot.agents.trace import PrefetchTiming
 
 MAX_QUERY_CHARS = 2000  # node texts are titles and names; longer text is not a RetrieveNode query
 
 
 class Retriever(Protocol):
     def retrieve(self, text: str) -> str: ...
+
+
+@dataclass
+class Lookup:
+    """What a prefetch did with one text: `source` is "search" (started a search), "cache" (the
+    cache knew it), "in flight" (met a search already running) or "skipped" (too long, too many
+    searches running); `started`/`finished` are the search's perf_counter times, set by the thread
+    that runs it."""
+
+    source: str
+    started: float | None = None
+    finished: float | None = None
 
 
 class RetrievalService:
@@ -91,17 +105,30 @@ class RetrievalService:
             raise LookupError(f"no node matches {key!r}")
         return node_id
 
+    def _timed_search(self, key: str, lookup: Lookup) -> str:
+        lookup.started = time.perf_counter()
+        try:
+            return self._search(key)
+        finally:
+            lookup.finished = time.perf_counter()
+
     def _start(self, key: str) -> tuple[Future, bool]:
-        """The future for key (a finished one on a cache hit) and whether it is new."""
+        """The future for key (a finished one on a cache hit) and whether it is new; a new one
+        carries its Lookup as `future.lookup`, the others a Lookup saying where they came from."""
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)
                 done: Future = Future()
                 done.set_result(self._cache[key])
+                done.lookup = Lookup("cache")  # type: ignore[attr-defined]
                 return done, False
             if key in self._inflight:
-                return self._inflight[key], False
-            future = self._pool.submit(self._search, key)
+                running = self._inflight[key]
+                running.lookup = getattr(running, "lookup", None) or Lookup("in flight")  # type: ignore[attr-defined]
+                return running, False
+            lookup = Lookup("search")
+            future = self._pool.submit(self._timed_search, key, lookup)
+            future.lookup = lookup  # type: ignore[attr-defined]
             self._inflight[key] = future
             self.stats["searches"] += 1
         future.add_done_callback(lambda f, key=key: self._finish(key, f))
@@ -122,20 +149,25 @@ class RetrievalService:
                 evicted, value = self._cache.popitem(last=False)
                 self._cached_chars -= len(evicted) + len(value)
 
-    def prefetch(self, text: str) -> None:
+    def prefetch(self, text: str) -> Lookup:
+        """Starts the search for text unless the cache knows it or it is running; says which."""
         key = self.normalise(text)
         if not key or len(key) > self.max_query_chars:
-            return  # resolve reports the error, if the snippet really asks
+            return Lookup("skipped")  # resolve reports the error, if the snippet really asks
         with self._lock:
             if len(self._inflight) >= self.max_inflight:
-                return
-        _, new = self._start(key)
-        if new:
-            with self._lock:
-                self.stats["prefetches"] += 1
-                self._prefetched[key] = None
-                while len(self._prefetched) > self.max_inflight:
-                    self._prefetched.popitem(last=False)
+                return Lookup("skipped")
+        future, new = self._start(key)
+        if not new:
+            lookup = getattr(future, "lookup", None)
+            return Lookup("cache") if lookup is None or lookup.source == "cache" else \
+                Lookup("in flight", lookup.started, lookup.finished)
+        with self._lock:
+            self.stats["prefetches"] += 1
+            self._prefetched[key] = None
+            while len(self._prefetched) > self.max_inflight:
+                self._prefetched.popitem(last=False)
+        return future.lookup  # type: ignore[attr-defined]
 
     def resolve(self, text: str) -> str:
         """The node id for text (blocks until the search, perhaps already running, finishes)."""
@@ -193,7 +225,8 @@ class PipelineHook:
         self.service = service
         self.started: list[str] = []
         self.first_at: float | None = None
-        self._t0 = time.perf_counter()
+        self.t0 = time.perf_counter()   # the A-Agent call starts right after the hook is made
+        self.seen: list[tuple[str, float, Lookup]] = []  # (text, seconds from t0, what the prefetch did)
 
     # A line longer than a snippet may be is not worth scanning (and the literal search costs up to
     # line length per `RetrieveNode(` on it).
@@ -204,10 +237,20 @@ class PipelineHook:
             return
         for text in retrieve_literals(line):
             if text not in self.started:
+                seen = time.perf_counter() - self.t0
                 if self.first_at is None:
-                    self.first_at = time.perf_counter() - self._t0
+                    self.first_at = seen
                 self.started.append(text)
-                self.service.prefetch(text)
+                self.seen.append((text, seen, self.service.prefetch(text)))
+
+    def timings(self, step: int, attempt: int, decode_end_s: float) -> list["PrefetchTiming"]:
+        """One trace event per RetrieveNode line seen, times in seconds from the call's start."""
+        def since(moment: float | None) -> float | None:
+            return None if moment is None else round(moment - self.t0, 6)
+
+        return [PrefetchTiming(step, attempt, text[:200], round(seen, 6), since(lookup.started),
+                               since(lookup.finished), round(decode_end_s, 6), lookup.source)
+                for text, seen, lookup in self.seen]
 
 
 class LexicalRetriever:
@@ -227,15 +270,13 @@ class LexicalRetriever:
         self.last_scan_chars = 0
         self._exact: dict[str, str] = {}
         self._folded: dict[str, str] = {}
-        for node_type in graph.node_types:
-            start, end = graph.type_range(node_type)
-            # an updated store (graph/merged.py) lists its live nodes, added ones included
-            indices = graph.type_indices(node_type).tolist() if hasattr(graph, "type_indices") else range(start, end)
-            for index in indices:
-                text = graph.text_at(index)
+        from glmcot.graph.graph_source import as_source
+
+        # every node's main text through the graph source (a store, its updated view, a database)
+        for batch in as_source(graph).iter_nodes():
+            for node_id, _node_type, text in batch:
                 if not text:
                     continue
-                node_id = graph.node_id(index)
                 self._exact.setdefault(text, node_id)
                 self._folded.setdefault(self._fold(text), node_id)
         # Folded text length -> [(first-seen order, folded text, node id)], in first-seen order.

@@ -72,6 +72,24 @@ class SnippetRun(TraceEvent):
 
 
 @dataclass(frozen=True)
+class PrefetchTiming(TraceEvent):
+    """Pipelined retrieval (Figure 9) for one RetrieveNode line of an A-Agent's stream, in seconds
+    from the call's start: when the line was seen, when its search ran (None where the cache
+    answered or nothing was started), and when the call's decoding ended. `source`: search,
+    cache, in flight or skipped (retrieval.Lookup)."""
+
+    KIND: ClassVar[str] = "prefetch"
+    step: int
+    attempt: int
+    text: str
+    seen_s: float
+    search_start_s: float | None
+    search_end_s: float | None
+    decode_end_s: float
+    source: str
+
+
+@dataclass(frozen=True)
 class NotebookUpdate(TraceEvent):
     KIND: ClassVar[str] = "notebook"
     added: list[str]  # chunk keys of vertex chunks, "fact" for a fact
@@ -124,8 +142,8 @@ class UnknownEvent(TraceEvent):
 
 
 EVENT_TYPES: dict[str, type[TraceEvent]] = {
-    kind.KIND: kind for kind in (LLMCall, Classification, Reasoning, SnippetRun, NotebookUpdate, GraphCoTStep,
-                                 GraphCoTConfig, AgentError, Answer)
+    kind.KIND: kind for kind in (LLMCall, Classification, Reasoning, SnippetRun, PrefetchTiming, NotebookUpdate,
+                                 GraphCoTStep, GraphCoTConfig, AgentError, Answer)
 }
 
 

@@ -56,6 +56,8 @@ class RequestOutput:
     prompt_token_ids: list[int] = field(default_factory=list, repr=False)
     error: str | None = None  # why the request failed (finish_reason "error"); others unharmed
     logprobs: list[TokenLogprob] | None = None  # one per output token, when SamplingParams.logprobs is set
+    # prompt tokens by priority level: level -> (tokens, of them served from the cache)
+    level_tokens: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def output_tokens(self) -> int:

@@ -9,8 +9,9 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from glmcot.agents.trace import (AgentError, Answer, Classification, GraphCoTStep, LLMCall, NotebookUpdate, Reasoning,
-                                 SnippetRun, TraceEvent)
+from glmcot.agents.trace import (AgentError, Answer, Classification, GraphCoTStep, LLMCall, NotebookUpdate,
+                                 PrefetchTiming, Reasoning, SnippetRun, TraceEvent)
+from glmcot.agents.records import QuestionResult
 from glmcot.eval.config import EvalConfig
 from glmcot.eval.progress import console as make_console
 
@@ -23,6 +24,12 @@ def _as_dict(result: Any) -> dict[str, Any]:
     if isinstance(result, dict):
         return dict(result)
     return {k: getattr(result, k) for k in dir(result) if not k.startswith("_") and not callable(getattr(result, k))}
+
+
+def escape_text(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
 
 
 def _one_line(text: Any, limit: int = 300) -> str:
@@ -54,6 +61,12 @@ def trace_rows(events: list[TraceEvent]) -> list[tuple[str, str, str, str]]:
                      if event.prefetched else "")
             rows.append((f"snippet (step {event.step})", f"{event.code or ''}\n{outcome}{extra}", "",
                          _seconds(result.get("seconds") or result.get("elapsed_s"))))
+        elif isinstance(event, PrefetchTiming):
+            search = (f"search {event.search_start_s:.3f}-{event.search_end_s:.3f} s"
+                      if event.search_start_s is not None and event.search_end_s is not None else event.source)
+            rows.append((f"prefetch (step {event.step})",
+                         f"RetrieveNode({_one_line(event.text, 80)!r}) seen at {event.seen_s:.3f} s, {search}, "
+                         f"decoding ended at {event.decode_end_s:.3f} s", "", ""))
         elif isinstance(event, Reasoning):
             decision = f"missing: {_one_line(event.missing)}" if event.missing is not None else \
                 f"answer: {_one_line(event.answer)}"
@@ -96,7 +109,7 @@ def render_trace(events: list[TraceEvent]):
 
 
 def ask(question: str, graph_path: Path, method: str, config: EvalConfig, *, trace: bool = False,
-        as_json: bool = False) -> dict[str, Any]:
+        as_json: bool = False, html: Path | None = None) -> dict[str, Any]:
     from glmcot.eval import systems
     from glmcot.data.questions import QuestionRecord
 
@@ -110,6 +123,12 @@ def ask(question: str, graph_path: Path, method: str, config: EvalConfig, *, tra
         with console.status(f"{method} is answering"):
             result = answer_fn(QuestionRecord(qid="ask-0", question=question, answer=""))
     data = _as_dict(result)
+    if html is not None and isinstance(result, QuestionResult):
+        from glmcot.eval.view import page_events, write_page
+
+        write_page(html, page_events(result, graph=Path(graph_path).name, policy=result.backend),
+                   title=f"glmcot {method}: {question[:80]}")
+        console.print(f"[dim]wrote the trace page {escape_text(str(html))}[/]", highlight=False)
     if as_json:
         sys.stdout.write(json.dumps(data if trace else {k: v for k, v in data.items() if k != "trace"},
                                     indent=2, default=str, ensure_ascii=False) + "\n")

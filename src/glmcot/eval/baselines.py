@@ -11,6 +11,8 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Callable
 
 from glmcot.agents.trace import LLMCall
+from glmcot.graph.errors import GraphToolError
+from glmcot.graph.graph_source import as_source, require
 from glmcot.llm.replay import prompt_hash
 
 if TYPE_CHECKING:
@@ -35,23 +37,25 @@ def _value_text(value: Any) -> str:
 
 
 def node_label(graph: Any, node_id: str) -> str:
-    """The node's retrieval text (title/name/...), or its id."""
+    """The node's retrieval text (title/name/...), or its id. `graph`: a GraphSource (or a store)."""
+    source = as_source(graph)
+    ref = source.resolve(node_id)
+    if ref is None:
+        return node_id
     try:
-        value = graph.feature(node_id, graph.text_key(graph.node_type(node_id)))
-    except Exception:  # a feature may be absent on some nodes
+        key = source.schema().type(source.node_type(ref)).text_key
+        value = source.feature(ref, key) if key else None
+    except GraphToolError:  # a feature may be absent on some nodes
         return node_id
     return _value_text(value) if value not in (None, "") else node_id
 
 
 def node_record(graph: Any, node_id: str) -> str:
     """`type id: feature: value. ...` with every feature of the node, each cut to FEATURE_CHARS."""
-    node_type = graph.node_type(node_id)
-    parts = [f"{node_type} {node_id}:"]
-    for name in graph.feature_names(node_type):
-        try:
-            value = graph.feature(node_id, name)
-        except Exception:
-            continue
+    source = as_source(graph)
+    ref = require(source, node_id)
+    parts = [f"{source.node_type(ref)} {node_id}:"]
+    for name, value in source.features(ref).items():
         if value in (None, "", []):
             continue
         parts.append(f"{name}: {_value_text(value)}.")
@@ -61,25 +65,29 @@ def node_record(graph: Any, node_id: str) -> str:
 def ego_graph_lines(graph: Any, root: str, hops: int) -> list[str]:
     """Breadth-first linearisation: the root's record, then per node and relation its neighbours
     (at most NEIGHBOURS_PER_RELATION), each once, hop by hop."""
-    lines = [node_record(graph, root)]
+    source = as_source(graph)
+    schema = source.schema()
+    lines = [node_record(source, root)]
     seen = {root}
     frontier = [root]
     for _ in range(max(0, hops)):
         next_frontier: list[str] = []
         for node in frontier:
-            for relation in graph.relation_names(graph.node_type(node)):
+            ref = require(source, node)
+            for relation in schema.type(source.node_type(ref)).relations:
                 try:
-                    neighbours = graph.neighbors(node, relation)
-                except Exception:
+                    neighbours = source.neighbours(ref, relation).ids
+                except GraphToolError:
                     continue
                 if not neighbours:
                     continue
                 shown = neighbours[:NEIGHBOURS_PER_RELATION]
-                names = [f"{n} ({node_label(graph, n)})" if graph.has_node(n) else n for n in shown]
+                known = {n for n in shown if source.resolve(n) is not None}
+                names = [f"{n} ({node_label(source, n)})" if n in known else n for n in shown]
                 more = f" and {len(neighbours) - len(shown)} more" if len(neighbours) > len(shown) else ""
                 lines.append(f"{node} --{relation}--> {'; '.join(names)}{more}")
                 for n in shown:
-                    if n not in seen and graph.has_node(n):
+                    if n not in seen and n in known:
                         seen.add(n)
                         next_frontier.append(n)
         frontier = next_frontier

@@ -17,7 +17,7 @@ from glmcot.benchmarks import NAMES
 from glmcot.eval.config import EvalConfig
 
 MAIN = ("graph", "engine", "codesign", "agents")  # what `all` runs, then the ablation
-QUICK = ("graph", "engine", "codesign")  # the ones with a --quick run
+QUICK = ("graph", "engine", "codesign", "kvsim")  # the ones with a --quick run
 
 
 def benchmark_command(name: str, args: list[str], quick: bool, json_path: Path) -> list[str]:

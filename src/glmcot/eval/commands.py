@@ -141,6 +141,7 @@ def register(app: typer.Typer) -> None:
         max_steps: Optional[int] = typer.Option(None, help="Step limit of the agent [default 10]."),
         device: Optional[str] = typer.Option(None, help="Native engine device: auto, cpu, cuda."),
         as_json: bool = typer.Option(False, "--json", help="Print the answer and trace as JSON."),
+        html: Optional[Path] = typer.Option(None, "--html", help="Also write the trace as a self-contained web page to this file (agent calls with cache bars, snippets, notebook, the subgraph drawn); opens offline."),
         config_file: Optional[Path] = typer.Option(None, "--config", help=_CONFIG_HELP),
     ) -> None:
         """Answer one question over a graph with your model (a local checkpoint or a server)."""
@@ -156,7 +157,7 @@ def register(app: typer.Typer) -> None:
             if not config.model and not config.llm:
                 raise typer.BadParameter("give --model PATH (local checkpoint) or --llm URL "
                                          "(OpenAI-compatible server), or set GLMCOT_MODEL / GLMCOT_LLM")
-            data = ask(question, graph, method, config, trace=trace, as_json=as_json)
+            data = ask(question, graph, method, config, trace=trace, as_json=as_json, html=html)
             if data.get("failure") == "backend_error":   # no answer because the LLM failed
                 raise typer.Exit(1)
 
@@ -184,6 +185,7 @@ def register(app: typer.Typer) -> None:
         price_cached_input: Optional[float] = typer.Option(None, help="$ per million cached prompt tokens [default 37.5]."),
         price_output: Optional[float] = typer.Option(None, help="$ per million output tokens [default 150]."),
         as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+        html: Optional[Path] = typer.Option(None, "--html", help="Also write each question answered now as a self-contained trace page: DIR/<method>/<qid>.html, and DIR/<method>/index.html."),
         config_file: Optional[Path] = typer.Option(None, "--config", help=_CONFIG_HELP),
     ) -> None:
         """Accuracy (ROUGE-L, EM, LLM judge) and cost of methods on a question file; resumable.
@@ -211,7 +213,7 @@ def register(app: typer.Typer) -> None:
             try:
                 result = evaluate(EvalOptions(questions=questions, graph=graph, methods=methods, scripted=scripted,
                                               out=out, limit=limit, judge=(not scripted) if judge is None else judge,
-                                              resume=not fresh, quiet=as_json), config)
+                                              resume=not fresh, quiet=as_json, html=html), config)
             except RunInterrupted as stopped:
                 from rich.console import Console
 

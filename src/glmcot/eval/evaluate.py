@@ -29,6 +29,7 @@ class EvalOptions:
     resume: bool = True
     quiet: bool = False
     domain: str | None = None
+    html: Path | None = None   # a trace page per question answered now: html/<method>/<qid>.html
 
 
 def evaluate(options: EvalOptions, config: EvalConfig) -> dict[str, Any]:
@@ -51,6 +52,9 @@ def evaluate(options: EvalOptions, config: EvalConfig) -> dict[str, Any]:
         with make_progress(options.quiet) as bar:
             for method in options.methods:
                 answer_fn = systems.method_answer_fn(method, system, config)
+                if options.html is not None:
+                    answer_fn = _with_pages(answer_fn, options.html / method, options,
+                                            systems.describe_backend(config, options.scripted))
                 task = bar.add_task(f"{method}", total=len(questions))
 
                 def tick(row: dict[str, Any], task=task, method=method) -> None:
@@ -71,6 +75,9 @@ def evaluate(options: EvalOptions, config: EvalConfig) -> dict[str, Any]:
                 summary.update({"resumed": outcome.skipped, "answered_now": outcome.new,
                                 "results": str(options.out / f"{method}.jsonl")})
                 summaries[method] = summary
+    if options.html is not None:
+        for method in options.methods:
+            _index_pages(options.html / method, method)
     result = {
         "format": "glmcot.eval-summary/1",
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -92,3 +99,31 @@ def evaluate(options: EvalOptions, config: EvalConfig) -> dict[str, Any]:
                               + (f"; {s['resumed']} question(s) resumed from the file" if s.get("resumed") else ""))
         out_console.print(f"results: {options.out}/<method>.jsonl, summary: {options.out / 'summary.json'}")
     return result
+
+
+def _with_pages(answer_fn, folder: Path, options: EvalOptions, backend: str):
+    """answer_fn that also writes each question's trace page into folder (agents' answers only:
+    the baselines keep no trace)."""
+    from glmcot.agents.records import QuestionResult
+    from glmcot.eval.view import page_events, page_name, write_page
+
+    graph = options.graph.name if options.graph else ""
+
+    def answer(question):
+        result = answer_fn(question)
+        if isinstance(result, QuestionResult):
+            write_page(folder / page_name(question.qid, 0), page_events(result, graph=graph, policy=backend),
+                       title=f"glmcot {result.method} {question.qid}")
+        return result
+
+    return answer
+
+
+def _index_pages(folder: Path, method: str) -> None:
+    """folder/index.html linking the pages written there (this run's and earlier runs')."""
+    from glmcot.eval.view import write_index
+
+    if not folder.is_dir():
+        return
+    pages = sorted(p.name for p in folder.glob("*.html") if p.name != "index.html")
+    write_index(folder, [(name, name[:-5], "") for name in pages], f"glmcot eval: {method} trace pages")

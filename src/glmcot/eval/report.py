@@ -175,10 +175,10 @@ def ablation_markdown(rows: Sequence[dict[str, Any]]) -> str:
              _fmt(r.get("latency_p99_s")),
              _fmt(r.get("cache_hit_rate") * 100 if r.get("cache_hit_rate") is not None else None, "{:.1f}%"),
              _fmt(r.get("tokens_per_question"), "{:,.0f}"), _fmt(r.get("throughput_vs_full"), "{:.2f}x"),
-             evidence_text(r)]
+             r.get("throughput_effect", "-"), evidence_text(r)]
             for r in rows]
     return markdown_table(["configuration", "q/s", "q/s per repeat", "p50 s", "p99 s", "cache hit", "tokens/q",
-                           "q/s vs full GLM", "did the feature act?"], body)
+                           "q/s vs full GLM", "throughput effect", "did the feature act?"], body)
 
 
 def ablation_rich(rows: Sequence[dict[str, Any]], title: str = "Ablation"):
@@ -186,15 +186,16 @@ def ablation_rich(rows: Sequence[dict[str, Any]], title: str = "Ablation"):
     from rich.table import Table
 
     table = Table(title=title, title_justify="left", header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
-    for header in ("configuration", "q/s", "per repeat", "p50 s", "p99 s", "KV hit", "tokens/q", "vs GLM", "did the feature act?"):
-        table.add_column(header, justify="left" if header in ("configuration", "did the feature act?") else "right",
-                         no_wrap=header not in ("configuration", "did the feature act?"))
+    for header in ("configuration", "q/s", "per repeat", "p50 s", "p99 s", "KV hit", "tokens/q", "vs GLM",
+                   "q/s effect", "did the feature act?"):
+        wrapped = header in ("configuration", "did the feature act?", "q/s effect")
+        table.add_column(header, justify="left" if wrapped else "right", no_wrap=not wrapped)
     for r in rows:
         table.add_row(r["label"], _fmt(r.get("throughput_qps")), spread_text(r), _fmt(r.get("latency_p50_s")),
                       _fmt(r.get("latency_p99_s")),
                       _fmt(r.get("cache_hit_rate") * 100 if r.get("cache_hit_rate") is not None else None, "{:.1f}%"),
                       _fmt(r.get("tokens_per_question"), "{:,.0f}"), _fmt(r.get("throughput_vs_full"), "{:.2f}x"),
-                      evidence_text(r))
+                      r.get("throughput_effect", "-"), evidence_text(r))
     return table
 
 

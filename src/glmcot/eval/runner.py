@@ -18,7 +18,7 @@ from glmcot.eval.metrics import as_text, bootstrap_median, exact_match, exact_ma
 from glmcot.runs import RunOutcome, Storage, run_resumable
 
 ROW_FORMAT = "glmcot.eval/1"
-FAILURES = ("unexpected_output", "retrieval_error", "code_error", "step_limit", "backend_error", "error")
+FAILURES = ("unexpected_output", "retrieval_error", "code_error", "step_limit", "backend_error", "graph_source_error", "error")
 
 AnswerFn = Callable[[QuestionRecord], Any]
 JudgeFn = Callable[[QuestionRecord, str], "tuple[bool | None, str]"]

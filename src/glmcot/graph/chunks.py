@@ -7,11 +7,13 @@ store gives byte-identical text in every process. Any change to the output forma
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 
 import numpy as np
 
+from glmcot.graph.graph_source import StoreSource, ranked_neighbours, require
 from glmcot.graph.store import Graph
 
 CHUNK_RENDERER_VERSION = "vc1"
@@ -51,32 +53,6 @@ def format_value(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
-def ranked_neighbours(graph: Graph, index: int, relation: str, top_k: int) -> tuple[np.ndarray, int]:
-    """Top-k neighbour indices by edge weight (or by their degree), and the full count."""
-    neighbours = np.asarray(graph.neighbor_indices(index, relation), dtype=np.int64)
-    positions, total = _ranked_positions(graph, index, relation, neighbours, top_k)
-    return neighbours[positions], total
-
-
-def _ranked_positions(graph: Graph, index: int, relation: str, neighbours: np.ndarray, top_k: int) -> tuple[np.ndarray, int]:
-    """Positions in the neighbour list of the top-k neighbours, and the full count."""
-    total = len(neighbours)
-    if total == 0 or top_k <= 0:
-        return np.zeros(0, dtype=np.int64), total
-    weights = graph.neighbor_weights(index, relation)
-    scores = np.asarray(weights if weights is not None else graph.total_degree(neighbours), dtype=np.float64)
-    positions = np.arange(total)
-    if total > 4 * top_k:
-        # Hubs: keep only candidates scoring at least the k-th best value (a value, so the choice
-        # does not depend on the selection algorithm), the tied ones in stored order.
-        kth = np.partition(scores, total - top_k)[total - top_k]
-        above = positions[scores > kth]
-        tied = positions[scores == kth][: top_k - len(above)]
-        positions = np.concatenate([above, tied])
-    # Highest score first; ties keep the stored order, so the result is deterministic.
-    return positions[np.lexsort((positions, -scores[positions]))][:top_k], total
-
-
 def format_edge(features: dict) -> str:
     """An edge's features as shown after its neighbour: `` {quantity: 12, discount: 0.05}``."""
     if not features:
@@ -90,38 +66,49 @@ def render_chunk(graph: Graph, node_id: str, config: ChunkConfig = DEFAULT_CHUNK
 
 
 def render_chunk_at(graph: Graph, index: int, config: ChunkConfig = DEFAULT_CHUNK_CONFIG) -> str:
-    node_type = graph.type_of_index(index)
-    lines = [f"[node {graph.node_id(index)} | {node_type}]"]
-    for name, value in graph.features_at(index).items():
+    return render_chunk_view(StoreSource(graph).chunk_view(index, config.top_k), config)
+
+
+def render_source_chunk(source, ref, config: ChunkConfig = DEFAULT_CHUNK_CONFIG) -> str:
+    """The vertex chunk of the node at `ref` of any `GraphSource` (graph/graph_source.py)."""
+    return render_chunk_view(source.chunk_view(ref, config.top_k), config)
+
+
+def render_chunk_view(view, config: ChunkConfig = DEFAULT_CHUNK_CONFIG) -> str:
+    """The canonical text of a `ChunkView`: one rendering for every source, so a chunk is
+    byte-identical whether the store or a database answered."""
+    lines = [f"[node {view.node_id} | {view.node_type}]"]
+    for name, value in view.features.items():
         lines.append(f"{name}: {_clip(format_value(value), config.max_value_chars)}")
-    # Imported tables and RDF leave out relations a node has no neighbour on (a sparse RDF graph
-    # has dozens per type); GRBench chunks list them, as Graph-CoT does.
-    empty_shown = graph.manifest.get("source", {}).get("empty_relations", "shown") == "shown"
-    for relation in graph.relation_names(node_type):
-        neighbours = np.asarray(graph.neighbor_indices(index, relation), dtype=np.int64)
-        positions, total = _ranked_positions(graph, index, relation, neighbours, config.top_k)
+    for relation in view.relations:
+        total = relation.total
         if total == 0:
-            if empty_shown:
-                lines.append(f"{relation} (0): none")
+            # Imported tables and RDF leave out relations a node has no neighbour on (a sparse RDF
+            # graph has dozens per type); GRBench chunks list them, as Graph-CoT does.
+            if view.empty_relations_shown:
+                lines.append(f"{relation.relation} (0): none")
             continue
-        chosen = neighbours[positions]
-        ids = graph.node_ids(chosen)
-        edges = [{}] * len(ids)
-        if graph.edge_feature_names(node_type, relation):
-            every = graph.edge_features_at(index, relation)
-            edges = [every[position] for position in positions.tolist()]
-        shown = [
-            f"{_clip(graph.text_at(int(neighbour)), config.max_neighbour_chars)} <{neighbour_id}>{format_edge(edge)}"
-            for neighbour, neighbour_id, edge in zip(chosen.tolist(), ids, edges)
-        ]
-        head = f"{relation} ({total})" if len(shown) == total else f"{relation} (top {len(shown)} of {total})"
+        edges = relation.edges or [{}] * len(relation.top)
+        shown = [f"{_clip(text, config.max_neighbour_chars)} <{neighbour_id}>{format_edge(edge)}"
+                 for (neighbour_id, text), edge in zip(relation.top, edges)]
+        head = f"{relation.relation} ({total})" if len(shown) == total else f"{relation.relation} (top {len(shown)} of {total})"
         lines.append(f"{head}: {' | '.join(shown)}")
     return "\n".join(lines) + "\n"
 
 
-def chunk_key(graph: Graph, node_id: str, config: ChunkConfig = DEFAULT_CHUNK_CONFIG) -> str:
+def chunk_key(graph, node_id: str, config: ChunkConfig = DEFAULT_CHUNK_CONFIG, text: str | None = None) -> str:
     """Reuse key of a vertex chunk: store, node, renderer version and rendering options; for an
-    updated store also a digest of the chunk's text, so changed content never reuses old KV."""
+    updated store also a digest of the chunk's text, so changed content never reuses old KV. On a
+    live source (any `GraphSource` but the store) the database's location takes the store's place
+    and the key always ends in the digest of the chunk's text (`text` as rendered, else rendered
+    now): a database changed by anyone invalidates exactly the chunks whose text changed."""
+    if isinstance(graph, StoreSource):
+        graph = graph.graph
+    if not isinstance(graph, Graph):
+        if text is None:
+            text = render_source_chunk(graph, require(graph, node_id), config)
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        return f"vertex:{graph.location}:{node_id}:{CHUNK_RENDERER_VERSION}:{config.signature}:{digest}"
     key = f"vertex:{graph.store_id}:{node_id}:{CHUNK_RENDERER_VERSION}:{config.signature}"
     digest = getattr(graph, "content_digest", None)
     return key if digest is None else f"{key}:{digest(node_id, config)}"
@@ -133,6 +120,9 @@ __all__ = [
     "DEFAULT_CHUNK_CONFIG",
     "render_chunk",
     "render_chunk_at",
+    "render_chunk_view",
+    "format_edge",
+    "render_source_chunk",
     "chunk_key",
     "format_value",
     "ranked_neighbours",

@@ -6,7 +6,7 @@ import ast
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import typer
 
@@ -155,9 +155,32 @@ def import_command(
                    + ", ".join(f"{node_type}: {key or 'its id'}" for node_type, key in result["text_keys"].items()))
 
 
+def _database_info(location: str, as_json: bool) -> None:
+    """`graph info URL`: the schema a database source reads, and its version token."""
+    from glmcot.graph.graph_source import SourceUnavailable
+    from glmcot.graph.opener import canonical_location, open_source
+
+    try:
+        source = open_source(canonical_location(location))
+        try:
+            info = {"location": source.location, "version": source.version(), **source.schema().to_json()}
+        finally:
+            source.close()
+    except (SourceUnavailable, ValueError) as error:
+        _fail(str(error))
+    if as_json:
+        typer.echo(json.dumps(info, ensure_ascii=False))
+        return
+    typer.echo(f"{info['location']}  version {info['version']}  domain {info['domain'] or '-'}")
+    for entry in info["types"]:
+        typer.echo(f"  {entry['name']}: {entry['count']:,} nodes; text key {entry['text_key']}; features "
+                   f"{', '.join(f'{k} ({v})' for k, v in entry['features'].items()) or '-'}; relations "
+                   f"{', '.join(entry['relations']) or '-'}")
+
+
 @app.command("info")
 def info_command(
-    store: Path = typer.Argument(..., help="A store directory (from `glmcot graph import`), or a dataset folder holding one in graph/."),
+    store: str = typer.Argument(..., help="A store directory (from `glmcot graph import`), a dataset folder holding one in graph/, or a graph database URL."),
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
     """Node and edge counts per type and relation, feature kinds, bytes on disk."""
@@ -169,6 +192,11 @@ def info_command(
 
     from glmcot.graph.store import store_directory
 
+    from glmcot.graph.opener import is_database
+
+    if is_database(store):
+        _database_info(str(store), as_json)
+        return
     store = store_directory(store)
     try:
         graph = Graph.open(store)
@@ -221,25 +249,52 @@ def info_command(
 
 @app.command("export")
 def export_command(
-    store: Path = typer.Argument(..., help="A store directory."),
-    out: Path = typer.Option(..., "--out", "-o", help="The graph.json to write (written atomically)."),
-    force: bool = typer.Option(False, "--force", help="Replace an existing file."),
+    store: Path = typer.Argument(..., help="A store directory (or a dataset folder holding one in graph/)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="The graph.json to write (written atomically)."),
+    to: Optional[str] = typer.Option(None, "--to", help="A graph database to load the store into: "
+                                     "falkordb://HOST:PORT/GRAPH or sparql+http://HOST:PORT/PATH."),
+    force: bool = typer.Option(False, "--force", "--overwrite", help="Replace an existing file or database graph."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (database exports)."),
 ) -> None:
-    """Write a store as a GRBench graph.json (the layout the original Graph-CoT code loads)."""
+    """Write a store as a GRBench graph.json (--out), or load it into a graph database (--to) that
+    `--graph URL` then answers from."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from glmcot.graph.errors import GraphFormatError
-    from glmcot.graph.export import export_graph_json
-    from glmcot.graph.store import Graph
+    from glmcot.graph.store import Graph, store_directory
 
-    if out.exists() and not force:
-        _fail(f"{out} exists; pass --force to replace it")
+    if (out is None) == (to is None):
+        _fail("give one of --out FILE (graph.json) or --to URL (a graph database)", code=2)
     try:
-        graph = Graph.open(store)
+        graph = Graph.open(store_directory(store))
     except GraphFormatError as error:
         _fail(str(error))
+    if to is not None:
+        from dataclasses import asdict
+
+        from glmcot.graph.db_export import export_graph
+        from glmcot.graph.graph_source import SourceUnavailable
+
+        with Progress(TextColumn(f"loading into {to}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                      disable=as_json) as progress:
+            task = progress.add_task("export", total=None)
+            try:
+                report = export_graph(graph, to, overwrite=force,
+                                      progress=lambda done, total: progress.update(task, completed=done, total=total))
+            except (ValueError, FileExistsError, SourceUnavailable) as error:
+                _fail(str(error))
+        if as_json:
+            typer.echo(json.dumps(asdict(report)))
+        else:
+            typer.echo(f"loaded {report.nodes:,} nodes and {report.edges:,} edges ({report.dangling:,} to ids naming "
+                       f"no node) into {report.location} in {report.seconds:.1f} s")
+        return
+    if out.exists() and not force:
+        _fail(f"{out} exists; pass --force to replace it")
     with Progress(TextColumn("exporting nodes"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()) as progress:
         task = progress.add_task("export", total=graph.num_nodes)
+        from glmcot.graph.export import export_graph_json
+
         export_graph_json(graph, out, progress=lambda done, total: progress.update(task, completed=done))
     typer.echo(f"wrote {graph.num_nodes:,} nodes, {graph.num_edges:,} edges to {out}")
 
@@ -312,7 +367,7 @@ def parse_call(text: str) -> tuple[str, list[Any]]:
 
 @app.command("call")
 def call_command(
-    store: Path = typer.Argument(..., help="A store directory."),
+    store: str = typer.Argument(..., help="A store directory or a graph database URL (falkordb://..., sparql+http://...)."),
     call: str = typer.Argument(..., help="One primitive call, e.g. 'NeighbourCheck(\"53e9...\", \"author\")'."),
     as_json: bool = typer.Option(False, "--json", help="Print {call, result} or {call, error} as JSON."),
     limit: int = typer.Option(50, "--limit", help="NeighbourCheck bound (0: no bound)."),
@@ -320,15 +375,19 @@ def call_command(
 ) -> None:
     """Evaluate one graph primitive on a store and print the result."""
     from glmcot.graph.errors import GraphFormatError, GraphToolError
-    from glmcot.graph.store import Graph
+    from glmcot.graph.graph_source import SourceUnavailable, store_of
+    from glmcot.graph.opener import open_source
 
     try:
         name, arguments = parse_call(call)
-        graph = Graph.open(store)
+        source = open_source(store)
     except (ValueError, GraphFormatError) as error:
         _fail(str(error), code=2)
+    except SourceUnavailable as error:
+        _fail(str(error))
+    graph = store_of(source) or source
     retriever = None
-    if name == "RetrieveNode":
+    if name == "RetrieveNode" and store_of(source) is not None:
         from glmcot.graph.retrieval import NodeRetriever
 
         try:
@@ -338,12 +397,12 @@ def call_command(
     if graphcot:
         from glmcot.graph.graphcot import GraphCoTObserver
 
-        sentence = GraphCoTObserver(graph, retriever).observe(name, [str(argument) for argument in arguments])
+        sentence = GraphCoTObserver(source, retriever).observe(name, [str(argument) for argument in arguments])
         typer.echo(json.dumps({"call": call, "result": sentence}, ensure_ascii=False) if as_json else sentence)
         return
     from glmcot.graph.primitives import GraphTools
 
-    tools = GraphTools(graph, retriever=retriever, neighbour_limit=limit or None)
+    tools = GraphTools(source, retriever=retriever, neighbour_limit=limit or None)
     try:
         result = tools.functions()[name](*arguments)
     except TypeError as error:
@@ -391,9 +450,13 @@ def update_command(
     from glmcot.graph.errors import GraphFormatError
     from glmcot.graph.versions import apply_update
 
+    from glmcot.graph.opener import is_database
     from glmcot.graph.store import Graph
     from glmcot.graph.versions import reverse_suffix_of
 
+    if is_database(store):
+        _fail(f"{store} is a graph database: `glmcot graph update` writes to stores only so far; change the "
+              "database itself (agents see the change on their next question)", code=2)
     try:
         recorded = reverse_suffix_of(Graph.open(store))
         if recorded and reverse_suffix and reverse_suffix != recorded:

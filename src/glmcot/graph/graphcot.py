@@ -9,7 +9,7 @@ bracket action line stays with the agents package.
 from __future__ import annotations
 
 from glmcot.graph.errors import GraphToolError
-from glmcot.graph.store import Graph
+from glmcot.graph.graph_source import GraphSource, as_source
 
 TOOLS = ("RetrieveNode", "NodeFeature", "NeighbourCheck", "NodeDegree")
 
@@ -35,8 +35,8 @@ def _strip(argument: str) -> str:
 class GraphCoTObserver:
     """Observation sentences of the original Graph-CoT tools over a store."""
 
-    def __init__(self, graph: Graph, retriever=None):
-        self.graph = graph
+    def __init__(self, graph: GraphSource, retriever=None):
+        self.source = as_source(graph)
         self.retriever = retriever
 
     def observe(self, tool: str, args: list[str]) -> str:
@@ -49,17 +49,17 @@ class GraphCoTObserver:
         if len(args) != 2 or not all(args):
             return _two_args_message(tool, second)
         node_id, name = args
-        index = self.graph._find(node_id)
-        if index < 0:
+        index = self.source.resolve(node_id)
+        if index is None:
             return MISSING_KEY
         try:
             if tool == "NodeFeature":
-                value = self.graph.feature_at(index, name)
+                value = self.source.feature(index, name)
                 return f"The {name} feature of {node_id} are: {value}. "
             if tool == "NeighbourCheck":
-                neighbours = self.graph.neighbor_id_list(index, name)  # never truncated, dangling kept
+                neighbours = self.source.neighbours(index, name).ids  # never truncated, dangling kept
                 return f"The {name} neighbors of {node_id} are: {neighbours}. "
-            degree = self.graph.degree_at(index, name)
+            degree = self.source.degree(index, name)
             return f"The {name} neighbor node degree of {node_id} are: {degree}. "
         except GraphToolError:
             return MISSING_KEY
@@ -83,42 +83,43 @@ class GraphFunctions:
     raises KeyError wherever the original's dictionary lookup would. Nothing is stripped,
     truncated or explained: that is the repaired baseline's job (``GraphCoTObserver``)."""
 
-    def __init__(self, graph: Graph):
-        self.graph = graph
+    def __init__(self, graph: GraphSource):
+        self.source = as_source(graph)
 
-    def _index(self, node_id: str) -> int:
-        index = self.graph._find(node_id)
-        if index < 0:
+    def _index(self, node_id: str):
+        index = self.source.resolve(node_id)
+        if index is None:
             raise KeyError(node_id)
         return index
 
     def check_nodes(self, node_id: str, feature: str | None = None) -> str:
         index = self._index(node_id)
         if not feature:  # the original returns every feature for an empty name
-            return str(self.graph.features_at(index))
+            return str(self.source.features(index))
         try:
-            return str(self.graph.feature_at(index, feature))
+            return str(self.source.feature(index, feature))
         except GraphToolError:
             raise KeyError(feature) from None
 
     def check_neighbours(self, node_id: str, relation: str | None = None) -> str:
         index = self._index(node_id)
+        source = self.source
         if not relation:
-            node_type = self.graph.type_of_index(index)
-            return str({name: self.graph.neighbor_id_list(index, name) for name in self.graph.relation_names(node_type)
-                        if self.graph.has_relation_key_at(index, name)})
+            node_type = source.node_type(index)
+            return str({name: source.neighbours(index, name).ids for name in source.schema().type(node_type).relations
+                        if source.has_relation_key(index, name)})
         try:
-            if not self.graph.has_relation_key_at(index, relation):
+            if not source.has_relation_key(index, relation):
                 raise KeyError(relation)
-            return str(self.graph.neighbor_id_list(index, relation))
+            return str(source.neighbours(index, relation).ids)
         except GraphToolError:
             raise KeyError(relation) from None
 
     def check_degree(self, node_id: str, relation: str) -> str:
         index = self._index(node_id)
         try:
-            if not self.graph.has_relation_key_at(index, relation):
+            if not self.source.has_relation_key(index, relation):
                 raise KeyError(relation)
-            return str(self.graph.degree_at(index, relation))
+            return str(self.source.degree(index, relation))
         except GraphToolError:
             raise KeyError(relation) from None

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from glmcot.graph.chunks import DEFAULT_CHUNK_CONFIG, ChunkConfig, render_chunk_at
+from glmcot.graph.chunks import DEFAULT_CHUNK_CONFIG, ChunkConfig, render_source_chunk
 from glmcot.graph.errors import (
     FeatureNotFound,
     GraphToolError,
@@ -21,7 +21,7 @@ from glmcot.graph.errors import (
     RelationNotFound,
     RetrievalUnavailable,
 )
-from glmcot.graph.store import Graph
+from glmcot.graph.graph_source import GraphSource, NodeRef, as_source
 from glmcot.graph.values import fresh
 
 PRIMITIVES = ("RetrieveNode", "NodeInfo", "NodeFeature", "NeighbourCheck", "NodeDegree")
@@ -69,18 +69,19 @@ class EdgeValues(dict):
 
 
 class GraphTools:
-    """The primitives bound to one graph; records the node ids a snippet looked at."""
+    """The primitives bound to one graph source (a store or a live database, graph/graph_source.py);
+    records the node ids a snippet looked at."""
 
     def __init__(
         self,
-        graph: Graph,
+        graph: GraphSource | Any,
         retriever: Retriever | None = None,
         neighbour_limit: int | None = 50,
         chunk_config: ChunkConfig = DEFAULT_CHUNK_CONFIG,
     ):
         if neighbour_limit is not None and neighbour_limit < 1:
             raise ValueError("neighbour_limit must be at least 1, or None for no bound")
-        self.graph = graph
+        self.source = as_source(graph)
         self.retriever = retriever
         self.neighbour_limit = neighbour_limit
         self.chunk_config = chunk_config
@@ -105,7 +106,7 @@ class GraphTools:
         return {name: getattr(self, name) for name in PRIMITIVES}
 
     # argument checks ---------------------------------------------------------------------------
-    def _node(self, value: Any, primitive: str) -> tuple[str, int]:
+    def _node(self, value: Any, primitive: str) -> tuple[str, NodeRef]:
         if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
             value = str(value)  # numeric-looking ids (MAG, Goodreads) written without quotes
         if isinstance(value, (list, tuple, set, frozenset)):
@@ -116,11 +117,11 @@ class GraphTools:
         if not isinstance(value, str):
             raise GraphToolError(f"{primitive} takes a node id string, got {type(value).__name__} {value!r}")
         node_id = value
-        index = self.graph._find(node_id)
-        if index < 0 and value != value.strip():  # stray spaces around an id written by a model
+        index = self.source.resolve(node_id)
+        if index is None and value != value.strip():  # stray spaces around an id written by a model
             node_id = value.strip()
-            index = self.graph._find(node_id)
-        if index < 0:
+            index = self.source.resolve(node_id)
+        if index is None:
             raise NodeNotFound(f"no such node: {value!r}; node ids come from RetrieveNode or NeighbourCheck")
         self._touch(node_id)
         return node_id, index
@@ -147,12 +148,12 @@ class GraphTools:
     def NodeInfo(self, node_id: str) -> str:  # noqa: N802
         """The node's vertex chunk: type, features, top neighbours per relation."""
         _, index = self._node(node_id, "NodeInfo")
-        return render_chunk_at(self.graph, index, self.chunk_config)
+        return render_source_chunk(self.source, index, self.chunk_config)
 
     def NodeFeature(self, node_id: str, feature: str) -> Any:  # noqa: N802
         """One feature value of a node: a fresh copy, so a snippet that changes it changes nothing else."""
         _, index = self._node(node_id, "NodeFeature")
-        return fresh(self.graph.feature_at(index, self._name(feature, "NodeFeature", "feature")))
+        return fresh(self.source.feature(index, self._name(feature, "NodeFeature", "feature")))
 
     def NeighbourCheck(self, node_id: str, relation: str, edge_feature: str | None = None) -> list[str] | EdgeValues:  # noqa: N802
         """Neighbour ids along ``relation``, at most ``neighbour_limit`` of them, in the file's order.
@@ -163,29 +164,28 @@ class GraphTools:
         if edge_feature is not None:
             return self._edge_values(index, relation, self._name(edge_feature, "NeighbourCheck", "edge feature"))
         # Dangling ids (naming no node) stay in the list, as in Graph-CoT and the gold answers.
-        total = self.graph.degree_at(index, relation)
-        return NeighbourList(self.graph.neighbor_id_list(index, relation, self.neighbour_limit), total)
+        found = self.source.neighbours(index, relation, self.neighbour_limit)
+        return NeighbourList(found.ids, found.total)
 
-    def _edge_values(self, index: int, relation: str, feature: str) -> EdgeValues:
-        graph = self.graph
-        names = graph.edge_feature_names(graph.type_of_index(index), relation)
+    def _edge_values(self, ref, relation: str, feature: str) -> EdgeValues:
+        source = self.source
+        names_of = getattr(source, "edge_feature_names", None)  # live databases have no edge features yet
+        names = names_of(source.node_type(ref), relation) if names_of is not None else []
         if feature not in names:
-            graph.neighbor_indices(index, relation)  # an unknown relation: RelationNotFound names the valid ones
+            source.degree(ref, relation)  # an unknown relation: RelationNotFound names the valid ones
             known = f"its edge features: {', '.join(names)}" if names else "it has no edge features"
             raise FeatureNotFound(f"relation {relation!r} has no edge feature {feature!r}; {known}")
-        neighbours = graph.neighbor_index_list(index, relation)
-        features = graph.edge_features_at(index, relation)
-        stop = len(neighbours) if self.neighbour_limit is None else min(self.neighbour_limit, len(neighbours))
+        pairs, total = source.edge_values(ref, relation, feature, self.neighbour_limit)
         collected: dict[str, list] = {}
-        for neighbour_id, edge in zip(graph.node_ids(neighbours[:stop]), features[:stop]):
-            collected.setdefault(neighbour_id, []).append(fresh(edge.get(feature)))  # several edges: every value
+        for neighbour_id, value in pairs:  # several edges to one neighbour: every value, in order
+            collected.setdefault(neighbour_id, []).append(fresh(value))
         return EdgeValues({key: items[0] if len(items) == 1 else items for key, items in collected.items()},
-                          len(neighbours), stop)
+                          total, len(pairs))
 
     def NodeDegree(self, node_id: str, relation: str) -> int:  # noqa: N802
         """Number of neighbours along ``relation``."""
         _, index = self._node(node_id, "NodeDegree")
-        return self.graph.degree_at(index, self._name(relation, "NodeDegree", "relation"))
+        return self.source.degree(index, self._name(relation, "NodeDegree", "relation"))
 
 
 __all__ = [

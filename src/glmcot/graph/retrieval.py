@@ -496,7 +496,56 @@ class NodeRetriever:
         return self.cache.get_or_compute(text.strip(), self._top1)
 
 
+class _SourceNodes:
+    """What a NodeRetriever asks of its graph, for a live source's nodes held in memory: ids by
+    index and each type's index range (iter_nodes gives types in order, so ranges are contiguous)."""
+
+    def __init__(self, ids: list[str], types: list[str]):
+        self.ids = ids
+        self.ranges: dict[str, tuple[int, int]] = {}
+        for position, node_type in enumerate(types):
+            start, _ = self.ranges.get(node_type, (position, position))
+            self.ranges[node_type] = (start, position + 1)
+
+    def node_ids(self, indices) -> list[str]:
+        return [self.ids[int(index)] for index in indices]
+
+    def type_range(self, node_type: str) -> tuple[int, int]:
+        if node_type not in self.ranges:
+            raise LookupError(f"no node type {node_type!r}; node types: {', '.join(self.ranges)}")
+        return self.ranges[node_type]
+
+
+def source_retriever(source, embedder: Embedder | None = None, config: IndexConfig | None = None,
+                     cache: RetrieveNodeCache | None = None, chunk_size: int = 4096) -> NodeRetriever:
+    """RetrieveNode over a live source (graph/graph_source.py): glmcot's own index, built in memory
+    from the source's node texts when the context opens (the store keeps its index on disk). The
+    same texts, order and embedder as the store's index give the same nodes."""
+    embedder = embedder or MiniLMEmbedder()
+    config = config or IndexConfig()
+    ids: list[str] = []
+    types: list[str] = []
+    blocks = []
+    pending: list[str] = []
+    for batch in source.iter_nodes(chunk_size):
+        for node_id, node_type, text in batch:
+            ids.append(node_id)
+            types.append(node_type)
+            pending.append(text)
+        if len(pending) >= chunk_size:
+            blocks.append(embedder.encode(pending))
+            pending = []
+    if pending:
+        blocks.append(embedder.encode(pending))
+    vectors = np.concatenate(blocks) if blocks else np.zeros((0, embedder.dim), dtype=np.float32)
+    index = _make_index(vectors, config) if len(ids) else None
+    meta = {"format": "glmcot.retrieval", "version": RETRIEVAL_FORMAT_VERSION, "num_nodes": len(ids),
+            "dim": embedder.dim, "embedder": embedder.spec(), "index": asdict(config), "source": source.location}
+    return NodeRetriever(_SourceNodes(ids, types), index, embedder, meta, cache)
+
+
 __all__ = [
+    "source_retriever",
     "Embedder",
     "SentenceTransformerEmbedder",
     "MiniLMEmbedder",

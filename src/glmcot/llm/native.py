@@ -87,6 +87,7 @@ class NativeBackend(LLMBackend):
             ttft_s=ttft,
             finish_reason=str(getattr(output, "finish_reason", "stop") or "stop"),
             backend=self.label,
+            levels=_levels(getattr(output, "level_tokens", None)),
         )
 
     def _abort(self, future: Any) -> None:
@@ -118,3 +119,10 @@ def _metric(metrics: Any, name: str) -> float | None:
         return None
     value = metrics.get(name) if isinstance(metrics, dict) else getattr(metrics, name, None)
     return None if value is None else float(value)
+
+
+def _levels(counts: Any) -> dict[str, dict[str, int]] | None:
+    """The engine's prompt tokens by level as the trace keeps them: {"1": {"prompt", "cached"}}."""
+    if not counts:
+        return None
+    return {str(level): {"prompt": int(total), "cached": int(cached)} for level, (total, cached) in counts.items()}

@@ -48,9 +48,12 @@ class LLMResponse:
     ttft_s: float | None = None
     finish_reason: str = "stop"
     backend: str = ""
+    # prompt tokens by priority level "1".."4": {"prompt": n, "cached": m}, where the backend
+    # reports them (the native engine); None elsewhere
+    levels: dict[str, dict[str, int]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "text": self.text,
             "prompt_tokens": self.prompt_tokens,
             "cached_tokens": self.cached_tokens,
@@ -60,6 +63,9 @@ class LLMResponse:
             "finish_reason": self.finish_reason,
             "backend": self.backend,
         }
+        if self.levels is not None:
+            data["levels"] = self.levels
+        return data
 
 
 class LLMError(RuntimeError):

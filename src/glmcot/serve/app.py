@@ -16,14 +16,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import glmcot
-from glmcot.serve import ask, errors, openai_api, updates
+from glmcot.serve import ask, errors, graph_serving, openai_api, ui, updates
 from glmcot.serve.config import ServeConfig
 from glmcot.serve.limits import Admission
 from glmcot.serve.metrics import CONTENT_TYPE, ServerMetrics
 from glmcot.serve.runtime import Runtime
 from glmcot.serve.startup import build_runtime
 from glmcot.serve.schemas import Health
-from glmcot.serve.security import ApiKeyMiddleware, BodyLimitMiddleware
+from glmcot.serve.security import BodyLimitMiddleware
 
 log = logging.getLogger("glmcot.serve")
 
@@ -104,7 +104,8 @@ def create_app(config: ServeConfig, runtime: Runtime | None = None) -> FastAPI:
         metrics.collectors[:] = state.runtime.collectors()
         state.status = "ok"
         try:
-            yield
+            async with serving.running(state):
+                yield
         finally:
             state.status = "shutting_down"
             drained = await asyncio.gather(state.admission.drain(config.shutdown_grace_s),
@@ -158,9 +159,13 @@ def create_app(config: ServeConfig, runtime: Runtime | None = None) -> FastAPI:
         failure = getattr(engine, "failure", None) if engine is not None else None
         if status == "ok" and failure:
             status, detail = "engine_failed", failure
+        # with a keys file the graphs a server holds are for the keys that see them
+        hidden = bool(config.keys_file)
+        sources = await asyncio.to_thread(state.runtime.graph_sources) \
+            if state.runtime and status == "ok" and not hidden else {}
         body = Health(status=status, policy=config.policy,
-                      graphs=state.runtime.graph_names() if state.runtime else [],
-                      model=config.model_name, detail=detail)
+                      graphs=state.runtime.graph_names() if state.runtime and not hidden else [],
+                      model=config.model_name, detail=detail, graph_sources=sources)
         if status != "ok":
             return JSONResponse(body.model_dump(), status_code=503)
         return body
@@ -174,11 +179,11 @@ def create_app(config: ServeConfig, runtime: Runtime | None = None) -> FastAPI:
     app.include_router(ask.router)
     app.include_router(openai_api.router)
     app.include_router(updates.router)
+    app.include_router(ui.router)
+    serving = graph_serving.install(app, config)   # graph endpoints, per-graph keys, store watcher
 
     # Outermost first: count everything, then authenticate, then bound the body.
     app.add_middleware(BodyLimitMiddleware, max_bytes=config.max_body_bytes)
-    if config.api_key:
-        app.add_middleware(ApiKeyMiddleware, api_key=config.api_key,
-                           public_docs=config.public_docs)
+    serving.add_middleware()   # JSON bodies without a JSON Content-Type; the keys (401, per-key 429)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app

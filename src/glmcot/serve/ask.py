@@ -18,6 +18,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response, StreamingResponse
 
 from glmcot.agents.trace import LLMCall, Reasoning, SnippetRun, TraceEvent
+from glmcot.eval.view import llm_view
 from glmcot.serve import errors, sse
 from glmcot.serve.schemas import (EVENT_VERSION, AskRequest, AskResponse, AskTiming, AskUsage,
                                   GraphInfo, GraphList)
@@ -27,8 +28,8 @@ DISCONNECT_POLL_S = 1.0   # how often a waiting /v1/ask checks that its client i
 
 ERROR_RESPONSES = {
     200: {"description": "The answer (JSON), or with `stream: true` a `text/event-stream` of "
-                         "events: start, llm, classification, snippet, retrieval, notebook, "
-                         "missing, reasoning, thought, action, step, agent-error, answer, "
+                         "events: start, llm, classification, snippet, retrieval, prefetch, "
+                         "notebook, missing, reasoning, thought, action, step, agent-error, answer, "
                          "result (the JSON answer), or error.",
           "content": {"text/event-stream": {}}},
     401: {"description": "Missing or invalid API key"},
@@ -77,13 +78,8 @@ def event_views(event: TraceEvent) -> list[tuple[str, dict[str, Any]]]:
     prompt segments (instructions and notebook would repeat at every step); the agents' decisions
     come from their own events: the R-Agent's missing information or answer, the A-Agent's
     snippet and what the sandbox made of it."""
-    if isinstance(event, LLMCall):
-        response = event.response
-        return [(LLM_EVENT_NAMES.get(event.agent, "llm"), {
-            "agent": event.agent, "step": event.metadata.get("step"), "attempt": event.metadata.get("attempt"),
-            "text": response.get("text"), "prompt_tokens": response.get("prompt_tokens"),
-            "cached_tokens": response.get("cached_tokens"), "output_tokens": response.get("output_tokens"),
-            "latency_s": response.get("latency_s")})]
+    if isinstance(event, LLMCall):   # with the prompt's size by priority level (the page's cache bars)
+        return [(LLM_EVENT_NAMES.get(event.agent, "llm"), llm_view(event))]
     if isinstance(event, Reasoning):
         if event.missing is not None:
             return [("missing", {"step": event.step, "attempt": event.attempt, "missing": event.missing})]
@@ -96,8 +92,9 @@ def event_views(event: TraceEvent) -> list[tuple[str, dict[str, Any]]]:
 
 @router.get("/v1/graphs", response_model=GraphList, tags=["Questions"])
 async def list_graphs(request: Request) -> GraphList:
-    runtime = request.app.state.serve.runtime
-    return GraphList(data=[GraphInfo(**info) for info in runtime.graph_infos()])
+    from glmcot.serve.graph_desk import desk_of   # only the graphs the key sees
+
+    return GraphList(data=[GraphInfo(**info) for info in desk_of(request).infos()])
 
 
 def _validate(request: Request, body: AskRequest) -> str:
@@ -111,7 +108,9 @@ def _validate(request: Request, body: AskRequest) -> str:
         raise errors.APIError(400, f"options.max_tokens {body.options.max_tokens} exceeds the "
                               f"server's limit of {tokens_limit} (--max-tokens-limit)",
                               code="max_tokens_too_large")
-    names = state.runtime.graph_names()
+    from glmcot.serve.graph_desk import desk_of
+
+    names = desk_of(request).visible()   # a graph the key does not see is unknown to it
     if body.graph is None:
         if len(names) != 1:
             raise errors.APIError(400, f"name a graph; this server has {names}",

@@ -10,6 +10,8 @@ import typer
 
 
 def _parse_graphs(values: list[str]) -> dict[str, Path]:
+    from glmcot.graph.opener import is_database
+
     graphs: dict[str, Path] = {}
     for value in values:
         name, sep, directory = value.partition("=")
@@ -17,6 +19,15 @@ def _parse_graphs(values: list[str]) -> dict[str, Path]:
             directory, name = value, Path(value).name
         if name in graphs:
             raise typer.BadParameter(f"graph name {name!r} given twice", param_hint="--graph")
+        try:
+            database = is_database(directory)
+        except ValueError as error:
+            raise typer.BadParameter(str(error), param_hint="--graph") from None
+        if database:  # a graph database: NAME=falkordb://HOST:PORT/GRAPH or NAME=sparql+http://...
+            if not sep:
+                raise typer.BadParameter(f"name the database graph: --graph NAME={directory}", param_hint="--graph")
+            graphs[name] = Path(directory)
+            continue
         if not Path(directory).is_dir():
             raise typer.BadParameter(f"{directory}: no such graph directory",
                                      param_hint="--graph")
@@ -27,7 +38,8 @@ def _parse_graphs(values: list[str]) -> dict[str, Path]:
 def serve(
     graph: Annotated[list[str], typer.Option(
         "--graph", "-g", help="A graph to serve, as NAME=DIR (a store written by glmcot graph "
-        "import/synth, or a dataset dir's graph/). Repeat for several graphs.")] = [],
+        "import/synth, or a dataset dir's graph/) or NAME=URL (falkordb://HOST:PORT/GRAPH, "
+        "sparql+http://HOST:PORT/PATH). Repeat for several graphs.")] = [],
     model: Annotated[Optional[str], typer.Option(
         help="Native engine model: a local checkpoint directory or 'random:qwen3:tiny'. Enables "
         "the OpenAI-compatible endpoints.")] = None,
@@ -59,6 +71,14 @@ def serve(
         help="Require 'Authorization: Bearer KEY' on every endpoint but /health.")] = None,
     public_docs: Annotated[bool, typer.Option(
         help="Serve /docs and /openapi.json without the API key.")] = False,
+    keys_file: Annotated[Optional[Path], typer.Option(
+        help="Per-graph API keys (JSON: name, key or key_sha256, graphs, update, admin, "
+        "requests_per_minute); re-read when it changes. README, 'Use it from your agent framework'.")] = None,
+    max_graph_calls: Annotated[int, typer.Option(
+        help="Primitive calls one POST /v1/graphs/{name}/call may carry (400 past it).")] = 32,
+    watch_graphs: Annotated[Optional[float], typer.Option(
+        help="Every this many seconds, reopen a graph whose store another process updated "
+        "(replicas over one store). Off by default.")] = None,
     max_concurrency: Annotated[int, typer.Option(
         help="/v1/ask questions doing work at once.")] = 8,
     max_engine_requests: Annotated[Optional[int], typer.Option(
@@ -124,6 +144,7 @@ def serve(
             graphs=_parse_graphs(graph), model=model, llm_url=llm, llm_model=llm_model,
             llm_timeout_s=llm_timeout, llm_retries=llm_retries,
             scripted=scripted, retriever=retriever, host=host, port=port, api_key=api_key, public_docs=public_docs,
+            keys_file=keys_file, max_graph_calls=max_graph_calls, watch_graphs_s=watch_graphs,
             max_concurrency=max_concurrency, max_engine_requests=max_engine_requests,
             max_queue=max_queue, timeout_s=timeout,
             max_body_bytes=max_body_bytes, max_question_chars=max_question_chars,
@@ -134,13 +155,19 @@ def serve(
             served_model_name=served_model_name, shutdown_grace_s=shutdown_grace)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    if host not in ("127.0.0.1", "localhost", "::1") and not config.api_key:
+    if host not in ("127.0.0.1", "localhost", "::1") and not (config.api_key or config.keys_file):
         typer.secho(f"warning: serving on {host} without an API key", fg="yellow", err=True)
     if model is not None:
         from glmcot.engine.kernels import cpu_kernels
 
         cpu_kernels()  # a first build runs before uvicorn takes over the signals: Ctrl-C and SIGTERM stop it
-    uvicorn.Server(uvicorn_config(create_app(config), config, log_level)).run()
+    from glmcot.serve.keys import KeysFileError
+
+    try:
+        app = create_app(config)
+    except KeysFileError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--keys-file") from None
+    uvicorn.Server(uvicorn_config(app, config, log_level)).run()
 
 
 def register(app: typer.Typer) -> None:

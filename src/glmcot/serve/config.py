@@ -34,6 +34,9 @@ class ServeConfig:
     port: int = 8000
     api_key: str | None = None        # required on every endpoint but /health when set
     public_docs: bool = False         # serve /docs and /openapi.json without the key
+    keys_file: Path | None = None     # per-graph keys (glmcot.serve.keys); re-read when it changes
+    max_graph_calls: int = 32         # primitive calls in one POST /v1/graphs/{name}/call
+    watch_graphs_s: float | None = None  # reopen a store whose version another process committed (poll period)
     max_concurrency: int = 8          # /v1/ask questions doing work at once (agent threads)
     # Engine requests (OpenAI endpoints: prompts x n) admitted at once. None: the engine's batch
     # capacity (max_num_seqs), so no request waits at the door while the engine has a free
@@ -55,6 +58,10 @@ class ServeConfig:
         self.graphs = {name: Path(path) for name, path in self.graphs.items()}
         if self.scripted is not None:
             self.scripted = Path(self.scripted)
+        if self.keys_file is not None:
+            self.keys_file = Path(self.keys_file)
+        if self.watch_graphs_s is not None and self.watch_graphs_s <= 0:
+            raise ValueError("watch_graphs_s must be positive (or None: no watching)")
         if self.api_key is None:
             self.api_key = os.environ.get(API_KEY_ENV) or None
         if self.llm_url and self.llm_api_key is None:
@@ -70,7 +77,7 @@ class ServeConfig:
         if self.max_engine_requests is None:
             self.max_engine_requests = self.engine_batch_capacity
         for name in ("max_concurrency", "max_engine_requests", "max_body_bytes", "max_question_chars", "max_prompt_chars",
-                     "max_tokens_limit", "max_prompts", "max_n", "max_session_chars"):
+                     "max_tokens_limit", "max_prompts", "max_n", "max_session_chars", "max_graph_calls"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
         if self.max_queue < 0:

@@ -50,7 +50,10 @@ def _check_model(request: Request, model: str | None) -> str:
 @router.get("/v1/models", response_model=ModelList)
 async def list_models(request: Request) -> ModelList:
     state = _state(request)
-    return ModelList(data=[ModelCard(id=state.config.model_name, created=state.created)])
+    from glmcot.serve import graph_models   # graph QA models: "<method>/<graph>"
+
+    return ModelList(data=[ModelCard(id=state.config.model_name, created=state.created),
+                           *graph_models.cards(request, state.created)])
 
 
 # Fields a client may send that change nothing here: metadata, or a parameter at the value
@@ -163,6 +166,11 @@ async def completions(body: CompletionRequest, request: Request):
 
 @router.post("/v1/chat/completions", response_model=ChatCompletionResponse)
 async def chat_completions(body: ChatCompletionRequest, request: Request):
+    from glmcot.serve import graph_models   # "<method>/<graph>": GLM or Graph-CoT over a graph
+
+    graph_model = graph_models.parse_model(body.model)
+    if graph_model is not None:
+        return await graph_models.chat(body, request, *graph_model)
     model = _check_model(request, body.model)
     bridge = _bridge(request)
     _unsupported(body)

@@ -74,10 +74,31 @@ class Runtime:
     def graph_names(self) -> list[str]:
         return sorted(self.graphs)
 
+    def graph_sources(self) -> dict[str, str]:
+        """Each graph served from a database: 'ok', or why it cannot be reached now (one cheap query)."""
+        from glmcot.graph.graph_source import SourceUnavailable
+
+        states = {}
+        for name in self.graph_names():
+            context = self.graphs[name].context
+            if context is None or not getattr(context, "is_live", False):
+                continue
+            try:
+                context.source.version()
+                states[name] = "ok"
+            except SourceUnavailable as error:
+                states[name] = f"unreachable: {error}"
+        return states
+
     def graph_infos(self) -> list[dict[str, Any]]:
         infos = []
         for name in self.graph_names():
             graph = self.graphs[name].graph
+            if not hasattr(graph, "node_types") and hasattr(graph, "schema"):  # a graph database
+                schema = graph.schema()
+                infos.append({"name": name, "num_nodes": sum(entry.count for entry in schema.types),
+                              "num_edges": None, "node_types": schema.node_types})
+                continue
             infos.append({"name": name, "num_nodes": getattr(graph, "num_nodes", None),
                           "num_edges": getattr(graph, "num_edges", None),
                           "node_types": list(getattr(graph, "node_types", []) or [])})

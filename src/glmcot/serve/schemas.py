@@ -271,3 +271,6 @@ class Health(BaseModel):
     model: str
     detail: str | None = Field(None, description="Why the status is not ok, when known (e.g. how "
                                                  "the engine process ended).")
+    graph_sources: dict[str, str] = Field(default_factory=dict, description="Graphs served from a graph "
+                                          "database: 'ok', or why it cannot be reached (their questions fail "
+                                          "with graph_source_error until it answers again; the server stays up).")

@@ -15,7 +15,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from glmcot.serve.errors import error_body
 
 OPEN_PATHS = frozenset({"/health"})
+OPEN_PREFIXES = ("/ui",)   # the trace page and its assets: no secrets; its API calls send the key
 DOCS_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"})
+
+
+def is_open(path: str, public_docs: bool = False) -> bool:
+    """Whether `path` is served without a key: /health, the trace page, and the docs if public."""
+    return (path in OPEN_PATHS or (public_docs and path in DOCS_PATHS)
+            or any(path == prefix or path.startswith(prefix + "/") for prefix in OPEN_PREFIXES))
 
 
 async def _send_json(send: Send, status: int, body: dict, headers: list[tuple[bytes, bytes]]
@@ -45,10 +52,10 @@ class ApiKeyMiddleware:
     def __init__(self, app: ASGIApp, api_key: str, public_docs: bool = False) -> None:
         self.app = app
         self.expected = api_key.encode()
-        self.open_paths = OPEN_PATHS | (DOCS_PATHS if public_docs else frozenset())
+        self.public_docs = public_docs
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in self.open_paths:
+        if scope["type"] != "http" or is_open(scope.get("path", ""), self.public_docs):
             await self.app(scope, receive, send)
             return
         key = presented_key(scope["headers"])

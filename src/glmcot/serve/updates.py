@@ -71,6 +71,10 @@ def _apply(runtime: Any, name: str, operations: list[dict]) -> dict:
     lock = _locks.setdefault(name, threading.Lock())
     with lock:
         handle = runtime.graphs[name]  # read under the lock: the previous update may just have swapped it
+        if getattr(handle.context, "is_live", False):
+            raise errors.APIError(400, f"graph {name!r} is a graph database ({handle.context.location}); updates "
+                                  "through glmcot write to stores only so far: change the database itself",
+                                  code="bad_update")
         try:
             parsed = [parse_operation(raw, f"operation {number}") for number, raw in enumerate(operations, 1)]
             result = apply_update(handle.context.graph_dir, parsed)
@@ -107,13 +111,18 @@ def _apply(runtime: Any, name: str, operations: list[dict]) -> dict:
 @router.post("/v1/graphs/{name}/update", response_model=UpdateResponse)
 async def update_graph(name: str, body: UpdateRequest, request: Request) -> Any:
     """Apply upserts and deletes as one new version of a graph (all or nothing); needs the API key."""
-    state = request.app.state.serve
-    if not state.config.api_key:
+    from glmcot.serve.graph_desk import desk_of
+
+    if not request.app.state.access.enforced:
         raise errors.APIError(403, "graph updates need an API key: start the server with --api-key",
                               "permission_error", "updates_need_api_key")
-    runtime = state.runtime
-    if runtime is None or name not in runtime.graphs:
-        raise errors.not_found(f"no graph {name!r}; graphs: {', '.join(runtime.graph_names()) if runtime else ''}")
+    desk = desk_of(request)
+    runtime = desk.runtime
+    if name not in desk.visible():   # 404 alike for a graph that does not exist and one the key does not see
+        raise errors.not_found(f"no graph {name!r}; graphs: {', '.join(desk.visible())}")
+    if not desk.grant.update:
+        raise errors.APIError(403, f"key {desk.grant.name!r} may not update graphs (no update right)",
+                              "permission_error", "update_not_allowed")
     if not body.operations:
         raise errors.APIError(400, "no operations", code="bad_update")
     return await asyncio.to_thread(_apply, runtime, name, body.operations)

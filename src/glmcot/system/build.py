@@ -205,7 +205,15 @@ def check_backend(backend: LLMBackend, what: str, *, warn: bool = False) -> None
 
 
 def graph_dir(path: Path) -> Path:
-    """A graph store folder, or a dataset folder holding one under graph/."""
+    """A graph store folder, or a dataset folder holding one under graph/ (a database URL is
+    returned as given: glmcot.graph.opener opens it)."""
+    from glmcot.graph.opener import is_database
+
+    try:
+        if is_database(path):
+            return Path(path)
+    except ValueError as exc:
+        raise SetupError(str(exc)) from None
     path = Path(path).expanduser()
     if not path.exists():
         raise SetupError(f"graph folder not found: {path}")
@@ -219,16 +227,18 @@ def graph_dir(path: Path) -> Path:
 def open_context(path: Path, config: SystemConfig, domain: str | None = None) -> Any:
     """The agents' shared context for one graph store, with a clear message for a folder that is not one."""
     from glmcot.agents.context import AgentContext
-    from glmcot.graph.store import Graph
+    from glmcot.graph.errors import GraphFormatError
+    from glmcot.graph.graph_source import SourceUnavailable
 
     folder = graph_dir(path)
     try:
-        Graph.open(folder)
-    except (FileNotFoundError, ValueError) as exc:
+        return AgentContext(folder, retriever=config.retriever, workers=max(1, config.workers), limits=config.limits,
+                            domain=domain or config.domain)
+    except SourceUnavailable as exc:
+        raise SetupError(str(exc)) from None
+    except (FileNotFoundError, GraphFormatError) as exc:
         raise SetupError(f"{folder} is not a glmcot graph store ({exc}); build one with "
                          "`glmcot graph import` or `glmcot data synth`") from None
-    return AgentContext(folder, retriever=config.retriever, workers=max(1, config.workers), limits=config.limits,
-                        domain=domain or config.domain)
 
 
 def _check_agent_options(options: Mapping[str, Any]) -> None:

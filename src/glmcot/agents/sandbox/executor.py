@@ -66,6 +66,11 @@ class ExecutionResult:
     calls: int = 0
     seconds: float = 0.0
     retrieval_s: float = 0.0
+    # the subgraph walked (for the trace view): RetrieveNode (text, node), NeighbourCheck
+    # (node, relation, neighbours), and a short text per node seen
+    retrieved: list[tuple[str, str]] = field(default_factory=list)
+    follows: list[tuple[str, str, list[str]]] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
 
     def error_text(self) -> str:
         """One line for the A-Agent: type, message and line."""
@@ -81,6 +86,10 @@ class ExecutionResult:
             "error": self.error,
             "touched": self.touched,
             "chunks": [node for node, _ in self.chunks],
+            "chunk_texts": {node: text for node, text in self.chunks},
+            "retrieved": [list(pair) for pair in self.retrieved],
+            "follows": [[node, relation, list(found)] for node, relation, found in self.follows],
+            "labels": dict(self.labels),
             "calls": self.calls,
             "seconds": round(self.seconds, 6),
             "retrieval_s": round(self.retrieval_s, 6),
@@ -179,7 +188,7 @@ def _read_message(conn: JSONConnection, max_bytes: int) -> tuple[str, Any]:
     """One message from a worker as (kind, payload); ValueError for anything malformed (the
     worker runs untrusted code, so what it sends is checked, and its size bounded)."""
     message = conn.recv(max_bytes)
-    if not isinstance(message, list) or len(message) != 2 or message[0] not in ("retrieve", "done"):
+    if not isinstance(message, list) or len(message) != 2 or message[0] not in ("retrieve", "call", "done"):
         raise ValueError("not a worker message")
     if message[0] == "done" and not isinstance(message[1], dict):
         raise ValueError("not a result")
@@ -209,8 +218,24 @@ def _result(data: dict, seconds: float, retrieval_s: float) -> tuple[ExecutionRe
         calls=int(data.get("calls", 0)),
         seconds=seconds,
         retrieval_s=retrieval_s,
+        **_walk(data),
     )
     return result, not data.get("recycle")
+
+
+def _walk(data: dict, limit: int = 500) -> dict:
+    """The worker's subgraph records, type-checked and bounded (they come from the sandbox)."""
+    def text(value: Any, size: int = 200) -> str:
+        return valid_text(str(value))[:size]
+
+    retrieved = [(text(item[0]), text(item[1])) for item in list(data.get("retrieved") or [])[:limit]
+                 if isinstance(item, (list, tuple)) and len(item) == 2]
+    follows = [(text(item[0]), text(item[1], 100), [text(node) for node in list(item[2])[:limit]])
+               for item in list(data.get("follows") or [])[:limit]
+               if isinstance(item, (list, tuple)) and len(item) == 3 and isinstance(item[2], (list, tuple))]
+    labels = data.get("labels") if isinstance(data.get("labels"), dict) else {}
+    return {"retrieved": retrieved, "follows": follows,
+            "labels": {text(key): text(value) for key, value in list(labels.items())[:2 * limit]}}
 
 
 def _no_retrieval(text: str) -> str:
@@ -222,15 +247,26 @@ class SandboxExecutor:
 
     `version` ({"version", "base", "delta"}, graph/versions.py) pins every worker of the pool,
     those started later included, to one version of an updated store; without it a worker opens
-    the version committed when it starts."""
+    the version committed when it starts. With `source` (a live GraphSource) instead of a store,
+    workers open nothing and the parent answers their primitive calls from the source."""
 
-    def __init__(self, graph_dir: str | Path, *, workers: int = 2, limits: SandboxLimits | None = None,
-                 version: dict | None = None):
-        self.graph_dir = str(graph_dir)
+    def __init__(self, graph_dir: str | Path | None = None, *, workers: int = 2, limits: SandboxLimits | None = None,
+                 version: dict | None = None, source: Any = None):
+        from glmcot.agents.sandbox.worker import PROXY
+
         self.version = version
-        if not Path(self.graph_dir).is_dir():
-            raise FileNotFoundError(f"no graph directory at {self.graph_dir}")
         self.limits = limits or SandboxLimits()
+        self.source = source
+        self._tools = None
+        if source is not None:
+            from glmcot.graph.primitives import GraphTools
+
+            self.graph_dir = PROXY
+            self._tools = GraphTools(source, retriever=None, neighbour_limit=self.limits.neighbour_limit)
+        else:
+            self.graph_dir = str(graph_dir)
+            if not Path(self.graph_dir).is_dir():
+                raise FileNotFoundError(f"no graph directory at {self.graph_dir}")
         self.size = max(1, int(workers))
         self._idle: queue.Queue[_Worker | None] = queue.Queue()
         self._all: set[_Worker] = set()
@@ -357,11 +393,48 @@ class SandboxExecutor:
                 except (OSError, BrokenPipeError):
                     continue
                 continue
+            if kind == "call":
+                reply = self._call(payload)
+                try:
+                    worker.conn.send(reply)
+                except (OSError, BrokenPipeError):
+                    continue
+                continue
             if kind == "done":
                 try:
                     return _result(payload, time.perf_counter() - started, retrieval_s)
                 except (ValueError, TypeError, IndexError, KeyError):
                     return failed("killed", "WorkerKilled", "the snippet's process was stopped: it sent a malformed result")
+
+    def _call(self, payload: Any) -> list:
+        """A worker's primitive call on the live source: [ok, value or error, whether the id
+        named a node]. The worker's call budget bounds how many come; a database that cannot be
+        reached raises SourceUnavailable, which ends the snippet and fails its question."""
+        from glmcot.graph.errors import GraphToolError, NodeNotFound
+
+        tools = self._tools
+        if tools is None or not isinstance(payload, list) or len(payload) != 3 or not isinstance(payload[1], list) \
+                or not isinstance(payload[2], dict) or payload[0] not in tools.functions() or payload[0] == "RetrieveNode":
+            raise ValueError("not a primitive call")
+        name, args, kwargs = payload
+        args = [valid_text(value) if isinstance(value, str) else value for value in args]
+        node = args[0] if args else kwargs.get("node_id")
+        # whether the id names a node as given (what the in-worker path records), without a round trip:
+        # every primitive resolves its id first and raises NodeNotFound when there is none
+        found = isinstance(node, str) and node == node.strip()
+        try:
+            value = tools.functions()[name](*args, **{str(k): v for k, v in kwargs.items()})
+        except NodeNotFound as error:
+            return [False, {"type": type(error).__name__, "message": valid_text(str(error))[:2000]}, False]
+        except GraphToolError as error:
+            return [False, {"type": type(error).__name__, "message": valid_text(str(error))[:2000]}, found]
+        except TypeError as error:  # wrong arguments: what calling the function in the worker would say
+            return [False, {"type": "GraphToolError", "message": valid_text(str(error))[:500]}, found]
+        finally:
+            tools.reset_touched()
+        if name == "NeighbourCheck":
+            value = {"ids": list(value), "total": value.total}
+        return [True, value, found]
 
     def _resolve(self, resolve: Callable[[str], str], text: str, deadline: float) -> list | None:
         """The reply to one RetrieveNode ([True, node id] or [False, reason]), or None when the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import json
 import time
 from typing import Any
 
@@ -40,17 +41,58 @@ class _Output:
 
 
 class SnippetRuntime:
+    """Runs snippets over `graph` (a GraphSource inside this worker: the memory-mapped store), or,
+    with `graph` None, over the parent's live source: each primitive is then one call to the
+    parent over the channel, and the parent says whether the id named a node (what `touched`
+    records)."""
+
     def __init__(self, graph, conn, options: dict):
-        from glmcot.graph.primitives import GraphTools, GraphToolError
+        from glmcot.graph.primitives import PRIMITIVES, GraphTools, GraphToolError
 
         self.graph = graph
         self.conn = conn
         self.options = options
-        self.tools = GraphTools(graph, retriever=None, neighbour_limit=int(options.get("neighbour_limit", 50)))
         self.tool_error = GraphToolError
-        self.functions = self.tools.functions()
+        self.remote_touch: dict[str, bool] = {}  # id -> whether the parent found it, per call
+        if graph is not None:
+            self.tools = GraphTools(graph, retriever=None, neighbour_limit=int(options.get("neighbour_limit", 50)))
+            self.functions = self.tools.functions()
+        else:
+            self.tools = None
+            self.functions = {name: self._remote(name) for name in PRIMITIVES if name != "RetrieveNode"}
         self.builtins = {name: getattr(builtins, name) for name in SAFE_BUILTIN_NAMES if hasattr(builtins, name)}
         self.builtins.update({"True": True, "False": False, "None": None})
+
+    def _known(self, node_id: str) -> bool:
+        if self.graph is not None:
+            return self.graph.resolve(node_id) is not None
+        return self.remote_touch.get(node_id, False)
+
+    def _remote(self, name: str):
+        from glmcot.graph import errors
+        from glmcot.graph.primitives import NeighbourList
+
+        def call(*args, **kwargs):
+            try:
+                message = json.dumps(["call", [name, list(args), kwargs]], ensure_ascii=True)
+            except (TypeError, ValueError):
+                kinds = ", ".join(type(value).__name__ for value in [*args, *kwargs.values()])
+                raise errors.GraphToolError(f"{name} takes node id and name strings, got {kinds}") from None
+            self.conn.connection.send_bytes(message.encode("ascii"))
+            ok, value, found = self.conn.recv()
+            if args and isinstance(args[0], str):
+                self.remote_touch[args[0]] = bool(found)
+            if not ok:
+                error_type = getattr(errors, str(value.get("type")), errors.GraphToolError)
+                if not (isinstance(error_type, type) and issubclass(error_type, errors.GraphToolError)):
+                    error_type = errors.GraphToolError
+                raise error_type(str(value.get("message")))
+            if name == "NeighbourCheck":
+                return NeighbourList(value["ids"], int(value["total"]))
+            return value
+
+        call.__name__ = name
+        return call
 
     def run(self, job: dict) -> dict:
         source = job["code"]
@@ -62,9 +104,15 @@ class SnippetRuntime:
         max_calls = int(job.get("max_calls", 2000))
         max_query = int(job.get("max_query_chars", 2000))
         retrieval = {"seconds": 0.0}
+        self.remote_touch.clear()
+        # The subgraph the snippet walked, for the trace's pictures: RetrieveNode text -> node,
+        # and each relation followed (NeighbourCheck) with the neighbours it returned; bounded.
+        max_walk = int(job.get("max_walk", 200))
+        retrieved: list[list[str]] = []
+        follows: list[list[Any]] = []
 
         def touch(node_id: Any) -> None:
-            if isinstance(node_id, str) and node_id not in seen and self.graph.has_node(node_id):
+            if isinstance(node_id, str) and node_id not in seen and self._known(node_id):
                 seen.add(node_id)
                 touched.append(node_id)
 
@@ -85,15 +133,30 @@ class SnippetRuntime:
             retrieval["seconds"] += time.perf_counter() - t0
             if not ok:
                 raise RetrievalFailed(value)
+            if self.graph is None:
+                self.remote_touch[value] = True  # RetrieveNode names a node
             touch(value)
+            if len(retrieved) < max_walk:
+                retrieved.append([text[:200], str(value)])
             return value
 
         def wrap(name: str, function):
             def call(*args, **kwargs):
                 count()
-                if args:
-                    touch(args[0])
-                return function(*args, **kwargs)
+                if self.graph is None:  # the parent says whether the id named a node
+                    try:
+                        value = function(*args, **kwargs)
+                    finally:
+                        if args:
+                            touch(args[0])
+                else:
+                    if args:
+                        touch(args[0])
+                    value = function(*args, **kwargs)
+                if (name == "NeighbourCheck" and len(args) >= 2 and isinstance(args[0], str)
+                        and isinstance(args[1], str) and len(follows) < max_walk):
+                    follows.append([args[0], args[1][:100], [str(n) for n in list(value)[:max_walk]]])
+                return value
 
             call.__name__ = name
             return call
@@ -143,12 +206,23 @@ class SnippetRuntime:
                 chunks.append((node_id, self.functions["NodeInfo"](node_id)))
             except Exception:
                 continue
+        labels = {}
+        for node_id in touched[:max_walk] + [n for _, _, found in follows for n in found][:max_walk]:
+            if node_id not in labels:
+                try:  # a live source's texts stay with the parent: its pictures show ids only
+                    found = self.graph is not None and self.graph.resolve(node_id) is not None
+                    labels[node_id] = (self.graph.texts([node_id])[0] or "")[:200] if found else ""
+                except Exception:
+                    labels[node_id] = ""
         # Drop references held by the snippet's scope before the next job.
         scope.clear()
         result.update(
             output=output.text(),
             touched=touched,
             chunks=chunks,
+            retrieved=retrieved,
+            follows=follows,
+            labels=labels,
             calls=calls["n"],
             seconds=time.perf_counter() - started,
             retrieval_s=retrieval["seconds"],

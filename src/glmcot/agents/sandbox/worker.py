@@ -21,7 +21,9 @@ The parent kills the process on wall-time overrun; a killed worker is replaced.
 
 Messages are JSON (never pickle: the parent does not unpickle what a sandboxed process sends) over
 a socket pair: parent -> worker ["run", job] / [ok, value] (a RetrieveNode answer) / ["stop"];
-worker -> parent ["ready", info] / ["failed", reason] / ["retrieve", text] / ["done", result].
+worker -> parent ["ready", info] / ["failed", reason] / ["retrieve", text] / ["call", [primitive, args]]
+(a live source's primitives; the parent answers [true, value, touched] or [false, error, touched]) /
+["done", result].
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ import signal
 import sys
 
 from glmcot.agents.sandbox.limits import on_cpu_limit
+
+# The graph argument of a worker whose graph is a live database: it opens nothing and asks the
+# parent for every primitive over its channel (["call", [name, args]]), as for RetrieveNode.
+PROXY = "-"
 
 
 def _vm_data_bytes() -> int:
@@ -71,15 +77,19 @@ class JSONConnection:
 def main(conn, graph_dir: str, options: dict) -> None:  # pragma: no cover - runs in a subprocess
     """Worker loop."""
     try:
-        from glmcot.graph.store import Graph
+        graph = None
+        if graph_dir != PROXY:  # the memory-mapped store stays inside the worker
+            from glmcot.graph.opener import open_source
 
-        pinned = options.get("version")
-        if pinned is not None:  # the version of the question this worker serves, never a newer one
-            from glmcot.graph.versions import VersionInfo, open_version
+            pinned = options.get("version")
+            if pinned is not None:  # the version of the question this worker serves, never a newer one
+                from glmcot.graph.graph_source import StoreSource
+                from glmcot.graph.versions import VersionInfo, open_version
 
-            graph = open_version(graph_dir, VersionInfo(int(pinned["version"]), str(pinned["base"]), pinned["delta"]))
-        else:
-            graph = Graph.open(graph_dir)
+                graph = StoreSource(open_version(graph_dir, VersionInfo(int(pinned["version"]), str(pinned["base"]),
+                                                                        pinned["delta"])))
+            else:
+                graph = open_source(graph_dir)
         from glmcot.agents.sandbox.runtime import SnippetRuntime
 
         runtime = SnippetRuntime(graph, conn, options)
@@ -87,7 +97,7 @@ def main(conn, graph_dir: str, options: dict) -> None:  # pragma: no cover - run
         conn.send(("failed", f"{type(error).__name__}: {error}"))
         return
     signal.signal(signal.SIGXCPU, on_cpu_limit)
-    apply_process_limits(graph_dir)
+    apply_process_limits(graph_dir if graph_dir != PROXY else None)
     memory = int(options.get("memory_mb", 512)) * 1024 * 1024
     if memory > 0:
         limit = _vm_data_bytes() + memory
@@ -149,7 +159,7 @@ def _lower_limit(which: int, value: int) -> None:
         pass
 
 
-def apply_process_limits(graph_dir: str) -> None:
+def apply_process_limits(graph_dir: str | None) -> None:
     """The process, file-size, core and open-file limits (see the module docstring). Called after
     the graph is open and before the first snippet."""
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -161,7 +171,8 @@ def apply_process_limits(graph_dir: str) -> None:
     if highest is not None:
         # Feature columns are opened on first use, and each mapped store file can hold two
         # descriptors (the open file and the one mmap duplicates).
-        _lower_limit(resource.RLIMIT_NOFILE, highest + 1 + 2 * _files_under(graph_dir) + 32)
+        files = _files_under(graph_dir) if graph_dir else 0
+        _lower_limit(resource.RLIMIT_NOFILE, highest + 1 + 2 * files + 32)
 
 
 if __name__ == "__main__":  # pragma: no cover - runs in a subprocess

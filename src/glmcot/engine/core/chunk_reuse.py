@@ -255,6 +255,7 @@ class ChunkReuse:
                 use.done = True
                 if use.hit and request.num_preemptions == 0:
                     request.num_cached_tokens += use.num_reused
+                    request.cached_ranges.append((use.reuse_start, use.end))
                 self._release(use)
         request.chunk_uses = [u for u in request.chunk_uses if not u.done]
         request.num_computed_tokens = ranges[0][0] if ranges else reach

@@ -275,7 +275,8 @@ class LLMEngine:
         return RequestOutput(request.request_id, request.stream.text, request.output_token_ids, request.num_prompt_tokens,
                              max(request.num_cached_tokens, 0), request.finish_reason, m,
                              request.all_token_ids[: request.num_prompt_tokens],
-                             logprobs=list(request.logprobs) if request.logprobs is not None else None)
+                             logprobs=list(request.logprobs) if request.logprobs is not None else None,
+                             level_tokens=request.level_tokens())
 
     def stats(self) -> dict[str, Any]:
         elapsed = time.monotonic() - self.started

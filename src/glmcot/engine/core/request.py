@@ -47,6 +47,7 @@ class Request:
         self.num_computed_tokens = 0
         self.block_hashes: list[int] = []
         self.num_cached_tokens = -1  # prefix-cache hit at first scheduling
+        self.cached_ranges: list[tuple[int, int]] = []  # prompt positions served from cache (prefix, chunks)
         self.num_preemptions = 0
         self.finish_reason: str | None = None
         self.metrics = RequestMetrics(arrival_time=time.monotonic())
@@ -82,6 +83,24 @@ class Request:
         if end > self.num_prompt_tokens:
             levels.append(Level.TRANSIENT)
         return min(levels) if levels else Level.TRANSIENT
+
+    def level_tokens(self) -> dict[int, tuple[int, int]]:
+        """Prompt tokens by priority level: (tokens, of them served from the cache). Positions
+        no segment covers count as transient."""
+        counts: dict[int, list[int]] = {}
+        covered = 0
+        for span in self.spans:
+            start, end = max(0, span.start), min(span.end, self.num_prompt_tokens)
+            if end <= start:
+                continue
+            covered += end - start
+            cached = sum(max(0, min(end, hi) - max(start, lo)) for lo, hi in self.cached_ranges)
+            entry = counts.setdefault(int(span.level), [0, 0])
+            entry[0] += end - start
+            entry[1] += cached
+        if covered < self.num_prompt_tokens:
+            counts.setdefault(int(Level.TRANSIENT), [0, 0])[0] += self.num_prompt_tokens - covered
+        return {level: (total, cached) for level, (total, cached) in sorted(counts.items())}
 
     @property
     def finished(self) -> bool:

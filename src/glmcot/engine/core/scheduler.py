@@ -131,6 +131,7 @@ class Scheduler:
             request.num_computed_tokens = num_hit
             if request.num_cached_tokens < 0:
                 request.num_cached_tokens = num_hit
+                request.cached_ranges = [(0, num_hit)] if num_hit else []
             if request.metrics.first_scheduled_time is None:
                 request.metrics.first_scheduled_time = time.monotonic()
                 request.metrics.queue_time = request.metrics.first_scheduled_time - request.metrics.arrival_time

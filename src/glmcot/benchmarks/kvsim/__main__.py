@@ -1,0 +1,3 @@
+from glmcot.benchmarks.kvsim.command import main
+
+raise SystemExit(main())
