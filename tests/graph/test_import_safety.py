@@ -119,7 +119,9 @@ def test_identical_triples_count_once(tmp_path):
     graph = Graph.open(tmp_path / "store")
     assert graph.neighbors("m1", "director") == ["p1"] and graph.neighbors("m1", "actor") == ["p1"]
     assert graph.feature("m1", "genre") == ["Drama", "Crime"] and graph.node_type("m1") == "Movie"
-    assert summary.edges == 2 and summary.warnings["duplicate_triples"] == len(lines) - 5
+    # Two facts, each stored both ways (director and director_reverse).
+    assert summary.edges == 4 and summary.warnings["duplicate_triples"] == len(lines) - 5
+    assert graph.neighbors("p1", "director_reverse") == ["m1"]
 
 
 def test_a_gzip_bomb_stops_the_import(tmp_path, monkeypatch):

@@ -54,7 +54,10 @@ def test_import_neo4j_csv_folder(tmp_path):
     assert graph.neighbors("p1", "ACTED_IN") == ["m1"] and graph.neighbors("m2", "ACTED_IN_of") == ["p2"]
     assert graph.neighbor_weights(graph.index("p1"), "ACTED_IN").tolist() == [2.5]
     assert graph.neighbor_weights(graph.index("p2"), "ACTED_IN").tolist() == [1.0]  # a missing weight is 1
-    assert graph.warnings["ignored_columns"] == {str(source / "roles.csv"): ["role"]}
+    # A relationship property is an edge feature, in both directions (no longer ignored).
+    assert "ignored_columns" not in graph.warnings
+    assert graph.edge_features_at(graph.index("p1"), "ACTED_IN") == [{"role": "Neo"}]
+    assert graph.edge_features_at(graph.index("m2"), "ACTED_IN_of") == [{"role": "McCauley"}]
     assert graph.text_key("Movie") == "title" and graph.text_key("Person") == "name"
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 
+import numpy as np
 import yaml
 
 AGENTS = ("classify", "reason", "act", "graphcot")
@@ -41,9 +42,35 @@ def graph_definition(domain: str | None, graph=None) -> str:
     return describe_graph(graph)
 
 
+SCHEMA_NAMES_SHOWN = 30  # features or relations per type in a derived definition; rarer ones are counted
+
+
+def _common_first(graph, node_type: str, features: list[str], relations: list[str]) -> tuple[list[str], list[str], int, int]:
+    """An imported table or RDF graph's features and relations, those most nodes have first, at
+    most SCHEMA_NAMES_SHOWN of each (and how many were left out); other stores keep their order."""
+    source = getattr(graph, "manifest", {}).get("source", {})
+    if source.get("empty_relations", "shown") == "shown":
+        return features, relations, 0, 0
+    entries = graph._types[node_type] if node_type in getattr(graph, "_types", {}) else None
+    if entries is None:
+        return features, relations, 0, 0
+    present = {name: int(entries.features.get(name, {}).get("present", 0)) for name in features}
+    covered = {}
+    for relation in relations:
+        try:
+            covered[relation] = int(np.count_nonzero(np.diff(graph._relation(node_type, relation).indptr)))
+        except (KeyError, AttributeError):
+            covered[relation] = 0
+    features = sorted(features, key=lambda name: -present[name])  # stable: ties keep the stored order
+    relations = sorted(relations, key=lambda name: -covered[name])
+    return (features[:SCHEMA_NAMES_SHOWN], relations[:SCHEMA_NAMES_SHOWN],
+            max(len(features) - SCHEMA_NAMES_SHOWN, 0), max(len(relations) - SCHEMA_NAMES_SHOWN, 0))
+
+
 def describe_graph(graph) -> str:
     """A definition in the style of the schema ones, read from a store (for unknown domains); a
-    live source gives its schema's names (without the relations' target types)."""
+    live source gives its schema's names (without the relations' target types). Sentences on
+    reverse relations and edge features appear only where the store has them."""
     if not hasattr(graph, "type_range"):
         schema = graph.schema()
         parts = [f"A knowledge graph with node types {', '.join(schema.node_types)}."]
@@ -54,9 +81,14 @@ def describe_graph(graph) -> str:
             parts.append(sentence + ".")
         return " ".join(parts)
     parts = [f"A knowledge graph with node types {', '.join(graph.node_types)}."]
+    edge_sentences = []
     for node_type in graph.node_types:
-        features = graph.feature_names(node_type)
-        relations = graph.relation_names(node_type)
+        features, relations, more_features, more_relations = _common_first(
+            graph, node_type, graph.feature_names(node_type), graph.relation_names(node_type))
+        for relation in relations:
+            names = graph.edge_feature_names(node_type, relation) if hasattr(graph, "edge_feature_names") else []
+            if names:
+                edge_sentences.append(f"{node_type} {relation} edges carry {', '.join(names)}")
         start, end = graph.type_range(node_type)
         links = []
         for relation in relations:
@@ -68,9 +100,20 @@ def describe_graph(graph) -> str:
                     break
             links.append(f"{relation} (to {target} nodes)" if target else relation)
         sentence = f"{node_type} nodes have the features {', '.join(features) or 'none'}"
+        if more_features:
+            sentence += f" (and {more_features} rarer ones)"
         if links:
             sentence += f" and link through {', '.join(links)}"
+        if more_relations:
+            sentence += f" (and {more_relations} rarer relations)"
         parts.append(sentence + ".")
+    suffix = getattr(graph, "manifest", {}).get("source", {}).get("reverse_suffix")
+    if suffix:
+        parts.append(f"Every relation R is stored from both ends: R{suffix} is R read backwards, so A R B holds "
+                     f"exactly when B R{suffix} A does.")
+    if edge_sentences:
+        parts.append(f"Edge features: {'; '.join(edge_sentences)}. NeighbourCheck(node, relation, edge_feature) gives "
+                     f"each neighbour's edge value; NodeInfo shows them in braces after each neighbour.")
     return " ".join(parts)
 
 

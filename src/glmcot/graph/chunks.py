@@ -53,6 +53,13 @@ def format_value(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
+def format_edge(features: dict) -> str:
+    """An edge's features as shown after its neighbour: `` {quantity: 12, discount: 0.05}``."""
+    if not features:
+        return ""
+    return " {" + ", ".join(f"{name}: {_clip(format_value(value), 80)}" for name, value in features.items()) + "}"
+
+
 def render_chunk(graph: Graph, node_id: str, config: ChunkConfig = DEFAULT_CHUNK_CONFIG) -> str:
     """The vertex chunk of ``node_id`` (raises NodeNotFound)."""
     return render_chunk_at(graph, graph.index(node_id), config)
@@ -76,9 +83,14 @@ def render_chunk_view(view, config: ChunkConfig = DEFAULT_CHUNK_CONFIG) -> str:
     for relation in view.relations:
         total = relation.total
         if total == 0:
-            lines.append(f"{relation.relation} (0): none")
+            # Imported tables and RDF leave out relations a node has no neighbour on (a sparse RDF
+            # graph has dozens per type); GRBench chunks list them, as Graph-CoT does.
+            if view.empty_relations_shown:
+                lines.append(f"{relation.relation} (0): none")
             continue
-        shown = [f"{_clip(text, config.max_neighbour_chars)} <{neighbour_id}>" for neighbour_id, text in relation.top]
+        edges = relation.edges or [{}] * len(relation.top)
+        shown = [f"{_clip(text, config.max_neighbour_chars)} <{neighbour_id}>{format_edge(edge)}"
+                 for (neighbour_id, text), edge in zip(relation.top, edges)]
         head = f"{relation.relation} ({total})" if len(shown) == total else f"{relation.relation} (top {len(shown)} of {total})"
         lines.append(f"{head}: {' | '.join(shown)}")
     return "\n".join(lines) + "\n"
@@ -109,6 +121,7 @@ __all__ = [
     "render_chunk",
     "render_chunk_at",
     "render_chunk_view",
+    "format_edge",
     "render_source_chunk",
     "chunk_key",
     "format_value",

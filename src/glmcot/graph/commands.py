@@ -27,6 +27,24 @@ def _human_bytes(count: float) -> str:
     return f"{count:.1f} TiB"
 
 
+def _amount_column():
+    """A progress column that shows bytes (and speed) for byte phases, "3/7 files" for file phases."""
+    from rich.progress import DownloadColumn, ProgressColumn, TransferSpeedColumn
+    from rich.text import Text
+
+    class AmountColumn(ProgressColumn):
+        def __init__(self) -> None:
+            super().__init__()
+            self._bytes, self._speed = DownloadColumn(), TransferSpeedColumn()
+
+        def render(self, task) -> Text:
+            if task.fields.get("unit") == "files":
+                return Text(f"{int(task.completed)}/{int(task.total or 0)} files", style="progress.download")
+            return Text.assemble(self._bytes.render(task), " ", self._speed.render(task))
+
+    return AmountColumn()
+
+
 class ImportProgress:
     """The import's progress callback: one bar per pass. Pass 2 names its node type in the bar's
     description, so a file with thousands of types keeps a two-bar display (a bar per type made
@@ -44,7 +62,10 @@ class ImportProgress:
         key = "nodes" if phase.startswith("nodes ") else phase
         task = self.tasks.get(key)
         if task is None:
-            task = self.tasks[key] = self.progress.add_task(phase, total=total)
+            from glmcot.graph.loading import FILE_PHASES
+
+            fields = {"unit": "files"} if phase in FILE_PHASES else {}  # the column shows bytes otherwise
+            task = self.tasks[key] = self.progress.add_task(phase, total=total, **fields)
         if key == "nodes" and self._description != phase:
             self._description = phase
             self.progress.update(task, description=phase, completed=done)
@@ -61,16 +82,18 @@ def import_command(
     max_depth: int = typer.Option(64, "--max-depth", min=1,
                                   help="JSON: deepest nesting accepted inside one feature or neighbour value."),
     as_json: bool = typer.Option(False, "--json", help="Print the import report as JSON."),
-    source_format: str = typer.Option("auto", "--format", help="auto (from the file names), json, tables or triples."),
-    reverse_suffix: str = typer.Option("", "--reverse-suffix", help="Tables and triples: also store each edge backwards as <relation><suffix> (e.g. _of)."),
-    text_key: list[str] = typer.Option([], "--text-key", help="Tables: TYPE=FEATURE, the feature that is a type's text (repeatable)."),
-    text_predicate: str = typer.Option("", "--text-predicate", help="Triples: the predicate IRI whose literal is a node's text (default rdfs:label)."),
+    source_format: str = typer.Option("auto", "--format", help="auto (from the file names), json, tables, triples (RDF by extension), ntriples, turtle, nquads, trig, rdfxml or jsonld."),
+    reverse_suffix: str = typer.Option("_reverse", "--reverse-suffix", help="Tables and RDF: each edge is also stored backwards as <relation><suffix>, so both ends reach each other."),
+    no_reverse: bool = typer.Option(False, "--no-reverse", help="Tables and RDF: store edges in their written direction only."),
+    text_key: list[str] = typer.Option([], "--text-key", help="Tables: TYPE=FEATURE (or TYPE=first+last), the feature that is a type's text, where the automatic choice is wrong (repeatable)."),
+    text_predicate: str = typer.Option("", "--text-predicate", help="RDF: the predicate IRI whose literal is a node's text (default: rdfs:label, skos:prefLabel, schema:name, foaf:name)."),
+    lang: str = typer.Option("en", "--lang", help="RDF: keep language-tagged literals in this language (untagged ones always; * keeps all)."),
     id_prefix: str = typer.Option("", "--id-prefix", help="Triples: an IRI prefix dropped from node ids (e.g. http://example.org/)."),
     max_expansion: int = typer.Option(200, "--max-expansion", min=0,
                                       help="Triples: a .nt.gz may expand to this many times its size, past the first 256 MiB (0: no bound)."),
 ) -> None:
     """Import a graph into a memory-mapped store: GRBench JSON, CSV/Parquet tables or N-Triples, streaming."""
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     from glmcot.graph.errors import GraphFormatError
     from glmcot.graph.sources import SourceFormat, import_source
@@ -79,15 +102,17 @@ def import_command(
         chosen_format = SourceFormat(source_format)
         text_keys = dict(item.split("=", 1) for item in text_key)
     except ValueError:
-        _fail(f"--format must be one of auto, json, tables, triples and --text-key TYPE=FEATURE; got {source_format!r}, {text_key}")
-    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
+        _fail(f"--format must be one of {', '.join(kind.value for kind in SourceFormat)} and --text-key TYPE=FEATURE; "
+              f"got {source_format!r}, {text_key}")
+    columns = (TextColumn("{task.description}"), BarColumn(), _amount_column(), TimeRemainingColumn())
     with Progress(*columns, transient=as_json, disable=as_json) as progress:
         report = ImportProgress(progress)
 
         try:
             result = import_source(sources, out, chosen_format, overwrite=force, batch_size=batch_size,
-                                   reverse_suffix=reverse_suffix, text_keys=text_keys, text_predicate=text_predicate or None,
-                                   id_prefix=id_prefix, progress=report, max_depth=max_depth, max_expansion=max_expansion)
+                                   reverse_suffix="" if no_reverse else reverse_suffix, text_keys=text_keys,
+                                   text_predicate=text_predicate or None, id_prefix=id_prefix, progress=report,
+                                   max_depth=max_depth, max_expansion=max_expansion, lang=lang)
         except (GraphFormatError, FileExistsError, FileNotFoundError, ValueError) as error:
             progress.stop()
             _fail(str(error))
@@ -120,6 +145,14 @@ def import_command(
         typer.echo(f"note: {result['warnings']['duplicate_triples']:,} identical triples counted once (an RDF graph is a set)")
     if result.get("null_features"):
         typer.echo(f"note: {result['null_features']:,} features are null; they exist with the value None")
+    warnings = result.get("warnings", {})
+    if warnings.get("other_language_literals"):
+        typer.echo(f"note: {warnings['other_language_literals']:,} literals in other languages than --lang {lang} left out")
+    for name, iris in warnings.get("merged_predicates", {}).items():
+        typer.echo(f"note: {name} merges {len(iris)} predicates ({', '.join(iris[:3])}), each fact once")
+    if result.get("text_keys"):
+        typer.echo("text keys (what RetrieveNode finds a node by; --text-key TYPE=FEATURE changes one): "
+                   + ", ".join(f"{node_type}: {key or 'its id'}" for node_type, key in result["text_keys"].items()))
 
 
 def _database_info(location: str, as_json: bool) -> None:
@@ -197,7 +230,8 @@ def info_command(
             table.add_row(
                 escape(entry["type"]) if first else "",
                 f"{entry['nodes']:,}" if first else "",
-                escape(str(entry["text_key"])) if first else "",
+                escape(str(entry["text_key"]) + (f" ({' + '.join(entry['text_key_parts'])})"
+                                                  if entry.get("text_key_parts") else "")) if first else "",
                 features if first else "",
                 escape(relation),
                 f"{edges:,}" if relation else "",

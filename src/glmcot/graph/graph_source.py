@@ -91,6 +91,7 @@ class ChunkRelation:
     relation: str
     total: int
     top: list[tuple[str, str]]
+    edges: list[dict[str, Any]] = field(default_factory=list)  # the top edges' features, where the graph has any
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class ChunkView:
     node_type: str
     features: dict[str, Any]
     relations: list[ChunkRelation] = field(default_factory=list)
+    empty_relations_shown: bool = True  # imported tables and RDF leave out relations without neighbours
 
 
 @runtime_checkable
@@ -168,9 +170,15 @@ def require(source: GraphSource, node_id: str) -> NodeRef:
 def ranked_neighbours(graph, index: int, relation: str, top_k: int) -> tuple[np.ndarray, int]:
     """Top-k neighbour indices by edge weight (or by their degree), and the full count."""
     neighbours = np.asarray(graph.neighbor_indices(index, relation), dtype=np.int64)
+    positions, total = ranked_positions(graph, index, relation, neighbours, top_k)
+    return neighbours[positions], total
+
+
+def ranked_positions(graph, index: int, relation: str, neighbours: np.ndarray, top_k: int) -> tuple[np.ndarray, int]:
+    """Positions in the neighbour list of the top-k neighbours, and the full count."""
     total = len(neighbours)
     if total == 0 or top_k <= 0:
-        return neighbours[:0], total
+        return np.zeros(0, dtype=np.int64), total
     weights = graph.neighbor_weights(index, relation)
     scores = np.asarray(weights if weights is not None else graph.total_degree(neighbours), dtype=np.float64)
     positions = np.arange(total)
@@ -182,8 +190,7 @@ def ranked_neighbours(graph, index: int, relation: str, top_k: int) -> tuple[np.
         tied = positions[scores == kth][: top_k - len(above)]
         positions = np.concatenate([above, tied])
     # Highest score first; ties keep the stored order, so the result is deterministic.
-    order = positions[np.lexsort((positions, -scores[positions]))][:top_k]
-    return neighbours[order], total
+    return positions[np.lexsort((positions, -scores[positions]))][:top_k], total
 
 
 class StoreSource:
@@ -249,11 +256,32 @@ class StoreSource:
         node_type = graph.type_of_index(ref)
         relations = []
         for relation in graph.relation_names(node_type):
-            chosen, total = ranked_neighbours(graph, ref, relation, top_k)
+            neighbours = np.asarray(graph.neighbor_indices(ref, relation), dtype=np.int64)
+            positions, total = ranked_positions(graph, ref, relation, neighbours, top_k)
+            chosen = neighbours[positions]
             ids = graph.node_ids(chosen) if len(chosen) else []
+            edges = []
+            if len(chosen) and graph.edge_feature_names(node_type, relation):
+                every = graph.edge_features_at(ref, relation)
+                edges = [every[position] for position in positions.tolist()]
             relations.append(ChunkRelation(relation, total, [(node_id, graph.text_at(int(index)))
-                                                             for index, node_id in zip(chosen.tolist(), ids)]))
-        return ChunkView(graph.node_id(ref), node_type, graph.features_at(ref), relations)
+                                                             for index, node_id in zip(chosen.tolist(), ids)], edges))
+        shown = graph.manifest.get("source", {}).get("empty_relations", "shown") == "shown"
+        return ChunkView(graph.node_id(ref), node_type, graph.features_at(ref), relations, shown)
+
+    def edge_feature_names(self, node_type: str, relation: str) -> list[str]:
+        """The edge features (relationship properties) of a relation; a live source has none yet."""
+        return self.graph.edge_feature_names(node_type, relation)
+
+    def edge_values(self, ref: int, relation: str, feature: str, limit: int | None = None) -> tuple[list[tuple[str, Any]], int]:
+        """(neighbour id, value of `feature` on that edge) in stored order, at most `limit`, and
+        the count of edges; an edge without the feature gives None."""
+        graph = self.graph
+        neighbours = graph.neighbor_index_list(ref, relation)
+        features = graph.edge_features_at(ref, relation)
+        stop = len(neighbours) if limit is None else min(limit, len(neighbours))
+        ids = graph.node_ids(neighbours[:stop])
+        return [(node_id, edge.get(feature)) for node_id, edge in zip(ids, features[:stop])], len(neighbours)
 
     def iter_nodes(self, batch: int = 4096) -> Iterator[list[tuple[str, str, str]]]:
         graph = self.graph

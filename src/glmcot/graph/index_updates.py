@@ -26,10 +26,10 @@ from glmcot.graph.retrieval import (
     RETRIEVAL_FORMAT_VERSION,
     Embedder,
     IndexConfig,
+    LazyEmbedder,
     NodeRetriever,
     RetrieveNodeCache,
     _make_index,
-    embedder_from_spec,
 )
 from glmcot.graph.store import Graph
 
@@ -55,7 +55,7 @@ def has_node_index(graph) -> bool:
 def update_node_index(before, after, report: ApplyReport, embedder: Embedder | None = None) -> int:
     """Write the overlay of version ``after.version``; returns how many texts were embedded."""
     meta = json.loads((Path(after.directory) / RETRIEVAL_DIR / "meta.json").read_text(encoding="utf-8"))
-    embedder = embedder or embedder_from_spec(meta["embedder"])
+    embedder = embedder or LazyEmbedder(meta["embedder"], meta["dim"])  # loaded only if a text changed
     ids, vectors, removed = _load_overlay(before, getattr(before, "version", 0), meta["dim"])
     changed = set(report.text_changed) | set(report.deleted)
     keep = [position for position, node_id in enumerate(ids) if node_id not in changed]

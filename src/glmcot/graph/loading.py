@@ -13,8 +13,12 @@ import numpy as np
 from glmcot.graph.writer import StoreWriter
 
 DANGLING_EXAMPLES = 10
+# Tables and triples store each edge backwards too, as <relation>_reverse, so every relation can
+# be walked from either end (NeighbourCheck follows stored edges); '' turns it off (--no-reverse).
+DEFAULT_REVERSE_SUFFIX = "_reverse"
 
-ProgressCallback = Callable[[str, int, int], None]  # (phase, bytes read, total bytes)
+ProgressCallback = Callable[[str, int, int], None]  # (phase, done, total): bytes, or files for a phase in FILE_PHASES
+FILE_PHASES = ("node tables", "edge tables")  # phases that count files, not bytes
 
 
 def import_paths(path: str | os.PathLike, out_dir: str | os.PathLike, overwrite: bool) -> tuple[Path, Path]:
@@ -65,6 +69,7 @@ class ImportSummary:
     input_bytes: int = 0
     rows: int = 0  # table rows or triples read
     warnings: dict = field(default_factory=dict)
+    text_keys: dict[str, str | None] = field(default_factory=dict)  # each type's text key, as chosen
 
 
 class Dangling:
@@ -107,11 +112,13 @@ def add_grouped_edges(
     dst: np.ndarray,
     weight: np.ndarray | None,
     reverse_suffix: str = "",
+    features: dict[str, list] | None = None,
 ) -> int:
     """Add edges (``relations`` index into ``relation_names``) to the writer; returns edges added.
 
     With ``reverse_suffix``, every edge is also added backwards as ``<relation><suffix>`` so the
-    agents can walk it from either end (NeighbourCheck follows outgoing edges only).
+    agents can walk it from either end (NeighbourCheck follows outgoing edges only); ``features``
+    (name -> one value per edge) go with both directions.
     """
     added = 0
     directions = [(src, dst, "")]
@@ -129,9 +136,12 @@ def add_grouped_edges(
             first = int(group[0])
             node_type = ranges.names[int(source_types[first])]
             relation = relation_names[int(relations[first])] + suffix
-            writer.add_edges(node_type, relation, sources[group], targets[group], None if weight is None else weight[group])
+            rows = group.tolist()
+            chosen = {name: [values[row] for row in rows] for name, values in (features or {}).items()}
+            writer.add_edges(node_type, relation, sources[group], targets[group], None if weight is None else weight[group],
+                             chosen or None)
             added += int(group.size)
     return added
 
 
-__all__ = ["import_paths", "CountingReader", "ImportSummary", "Dangling", "TypeRanges", "add_grouped_edges", "DANGLING_EXAMPLES", "ProgressCallback"]
+__all__ = ["import_paths", "CountingReader", "ImportSummary", "Dangling", "TypeRanges", "add_grouped_edges", "DANGLING_EXAMPLES", "DEFAULT_REVERSE_SUFFIX", "FILE_PHASES", "ProgressCallback"]

@@ -283,6 +283,30 @@ class MergedGraph(Graph):
     def neighbor_indices(self, index: int, relation: str) -> np.ndarray:
         return self._neighbours(index, relation)[0]
 
+    def edge_feature_names(self, node_type: str, relation: str) -> list[str]:
+        return super().edge_feature_names(node_type, relation) if node_type in self._types else []
+
+    def edge_features_at(self, index: int, relation: str) -> list[dict]:
+        """Edge features aligned with ``neighbor_indices``: the base's; in a list an update
+        changed, an edge the base had keeps its features and a new edge has none (updates do
+        not write edge features)."""
+        targets, _ = self._neighbours(index, relation)
+        node_type = self.type_of_index(index)
+        entry = self._entries.get(index)
+        if (index >= self._base_count or (entry is not None and entry.get("fresh"))
+                or relation not in self._types[node_type].relations):
+            return [{} for _ in range(len(targets))]
+        features = super().edge_features_at(index, relation)
+        if self._overrides.get((index, relation)) is not None:
+            by_target: dict[int, list[dict]] = {}
+            for target, values in zip(super().neighbor_index_list(index, relation), features):
+                by_target.setdefault(target, []).append(values)
+            return [by_target[target].pop(0) if by_target.get(target) else {} for target in targets.tolist()]
+        if self._any_deleted:
+            keep = ~self._deleted[super().neighbor_indices(index, relation)]
+            features = [values for values, kept in zip(features, keep.tolist()) if kept]
+        return features
+
     def neighbor_index_list(self, index: int, relation: str) -> list[int]:
         return self._neighbours(index, relation)[0].tolist()
 

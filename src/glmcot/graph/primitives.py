@@ -51,6 +51,23 @@ class NeighbourList(list):
     __str__ = __repr__
 
 
+class EdgeValues(dict):
+    """Neighbour id -> edge feature value; printing it shows how many edges were left out."""
+
+    def __init__(self, values: dict, total: int, shown: int):
+        super().__init__(values)
+        self.total = total
+        self.shown = shown  # edges read (at most the neighbour bound)
+
+    def __repr__(self) -> str:
+        text = super().__repr__()
+        if self.total > self.shown:
+            text += f" ({self.total - self.shown} more of {self.total} left out; NodeDegree gives the count)"
+        return text
+
+    __str__ = __repr__
+
+
 class GraphTools:
     """The primitives bound to one graph source (a store or a live database, graph/graph_source.py);
     records the node ids a snippet looked at."""
@@ -138,13 +155,32 @@ class GraphTools:
         _, index = self._node(node_id, "NodeFeature")
         return fresh(self.source.feature(index, self._name(feature, "NodeFeature", "feature")))
 
-    def NeighbourCheck(self, node_id: str, relation: str) -> list[str]:  # noqa: N802
-        """Neighbour ids along ``relation``, at most ``neighbour_limit`` of them, in the file's order."""
+    def NeighbourCheck(self, node_id: str, relation: str, edge_feature: str | None = None) -> list[str] | EdgeValues:  # noqa: N802
+        """Neighbour ids along ``relation``, at most ``neighbour_limit`` of them, in the file's order.
+        With ``edge_feature`` (a relationship property, where the graph has them): a dict from
+        each neighbour id to that edge's value (a list where several edges reach one neighbour)."""
         _, index = self._node(node_id, "NeighbourCheck")
         relation = self._name(relation, "NeighbourCheck", "relation")
+        if edge_feature is not None:
+            return self._edge_values(index, relation, self._name(edge_feature, "NeighbourCheck", "edge feature"))
         # Dangling ids (naming no node) stay in the list, as in Graph-CoT and the gold answers.
         found = self.source.neighbours(index, relation, self.neighbour_limit)
         return NeighbourList(found.ids, found.total)
+
+    def _edge_values(self, ref, relation: str, feature: str) -> EdgeValues:
+        source = self.source
+        names_of = getattr(source, "edge_feature_names", None)  # live databases have no edge features yet
+        names = names_of(source.node_type(ref), relation) if names_of is not None else []
+        if feature not in names:
+            source.degree(ref, relation)  # an unknown relation: RelationNotFound names the valid ones
+            known = f"its edge features: {', '.join(names)}" if names else "it has no edge features"
+            raise FeatureNotFound(f"relation {relation!r} has no edge feature {feature!r}; {known}")
+        pairs, total = source.edge_values(ref, relation, feature, self.neighbour_limit)
+        collected: dict[str, list] = {}
+        for neighbour_id, value in pairs:  # several edges to one neighbour: every value, in order
+            collected.setdefault(neighbour_id, []).append(fresh(value))
+        return EdgeValues({key: items[0] if len(items) == 1 else items for key, items in collected.items()},
+                          total, len(pairs))
 
     def NodeDegree(self, node_id: str, relation: str) -> int:  # noqa: N802
         """Number of neighbours along ``relation``."""
@@ -160,5 +196,6 @@ __all__ = [
     "RelationNotFound",
     "RetrievalUnavailable",
     "NeighbourList",
+    "EdgeValues",
     "PRIMITIVES",
 ]

@@ -132,6 +132,45 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
         return {"kind": "minilm", "name": self.name}
 
 
+_LOADED: dict[tuple[str, str], Embedder] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+class LazyEmbedder:
+    """The embedder an index was built with, loaded on the first ``encode`` and then shared by
+    the whole process (one model per spec and device): opening a retriever costs no model load,
+    so a command or snippet that never calls RetrieveNode never waits for one."""
+
+    def __init__(self, spec: dict, dim: int, device: str = "cpu"):
+        self._spec = dict(spec)
+        self.dim = int(dim)
+        self.device = device
+        self._key = (json.dumps(self._spec, sort_keys=True), device)
+
+    @property
+    def loaded(self) -> bool:
+        return self._key in _LOADED
+
+    def model(self) -> Embedder:
+        """The real embedder, loaded once per process."""
+        embedder = _LOADED.get(self._key)
+        if embedder is None:
+            with _LOAD_LOCK:
+                embedder = _LOADED.get(self._key)
+                if embedder is None:
+                    embedder = embedder_from_spec(self._spec, device=self.device)
+                    if embedder.dim != self.dim:
+                        raise ValueError(f"embedder gives {embedder.dim}-d vectors but the index holds {self.dim}-d ones")
+                    _LOADED[self._key] = embedder
+        return embedder
+
+    def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
+        return self.model().encode(texts, batch_size=batch_size)
+
+    def spec(self) -> dict:
+        return dict(self._spec)
+
+
 def embedder_from_spec(spec: dict, device: str = "cpu") -> Embedder:
     if spec.get("kind") == "minilm":
         return MiniLMEmbedder(device=device)
@@ -394,7 +433,7 @@ class NodeRetriever:
                 f"{directory} was built for another version of this graph; rebuild it with `glmcot graph embed {graph.directory}`"
             )
         if embedder is None:
-            embedder = embedder_from_spec(meta["embedder"], device=device)
+            embedder = LazyEmbedder(meta["embedder"], meta["dim"], device=device)
         if embedder.dim != meta["dim"]:
             raise ValueError(f"embedder gives {embedder.dim}-d vectors but the index holds {meta['dim']}-d ones")
         index = faiss.read_index(str(directory / "index.faiss")) if meta["num_nodes"] else None

@@ -1,4 +1,5 @@
-"""Which importer reads a source: GRBench JSON, tables (CSV/Parquet) or N-Triples."""
+"""Which importer reads a source: GRBench JSON, tables (CSV/Parquet, Neo4j and APOC exports) or
+RDF (N-Triples, Turtle, N-Quads, TriG, RDF/XML, JSON-LD)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import asdict
 from enum import Enum
 from pathlib import Path
 
-from glmcot.graph.loading import ProgressCallback
+from glmcot.graph.loading import DEFAULT_REVERSE_SUFFIX, ProgressCallback
 from glmcot.graph.tables import TABLE_SUFFIXES
 
 
@@ -15,10 +16,20 @@ class SourceFormat(str, Enum):
     AUTO = "auto"
     JSON = "json"
     TABLES = "tables"
-    TRIPLES = "triples"
+    TRIPLES = "triples"  # RDF, its syntax from the file's extension
+    NTRIPLES = "ntriples"
+    TURTLE = "turtle"
+    NQUADS = "nquads"
+    TRIG = "trig"
+    RDFXML = "rdfxml"
+    JSONLD = "jsonld"
 
 
+RDF_SYNTAXES = (SourceFormat.NTRIPLES, SourceFormat.TURTLE, SourceFormat.NQUADS, SourceFormat.TRIG, SourceFormat.RDFXML,
+                SourceFormat.JSONLD)
 TRIPLE_SUFFIXES = (".nt", ".nt.gz", ".ntriples")
+RDF_FILE_SUFFIXES = tuple(suffix + gz for suffix in (".nt", ".ntriples", ".ttl", ".turtle", ".nq", ".nquads", ".trig",
+                                                      ".rdf", ".owl", ".jsonld", ".json-ld") for gz in ("", ".gz"))
 
 
 def detect_format(paths: list[Path]) -> SourceFormat:
@@ -28,12 +39,13 @@ def detect_format(paths: list[Path]) -> SourceFormat:
         name = path.name.lower()
         if path.is_dir() or name.endswith(TABLE_SUFFIXES):
             kinds.add(SourceFormat.TABLES)
-        elif name.endswith(TRIPLE_SUFFIXES):
+        elif name.endswith(RDF_FILE_SUFFIXES):
             kinds.add(SourceFormat.TRIPLES)
         elif name.endswith((".json", ".json.gz")):
             kinds.add(SourceFormat.JSON)
         else:
-            raise ValueError(f"cannot tell the format of {path}; pass --format json, tables or triples")
+            raise ValueError(f"cannot tell the format of {path}; pass --format json, tables, triples or an RDF syntax "
+                             f"({', '.join(kind.value for kind in RDF_SYNTAXES)})")
     if len(kinds) != 1:
         raise ValueError(f"sources mix formats ({', '.join(sorted(kind.value for kind in kinds))}); import one format at a time")
     kind = kinds.pop()
@@ -48,13 +60,14 @@ def import_source(
     source_format: SourceFormat = SourceFormat.AUTO,
     overwrite: bool = False,
     batch_size: int = 20_000,
-    reverse_suffix: str = "",
+    reverse_suffix: str = DEFAULT_REVERSE_SUFFIX,
     text_keys: dict[str, str] | None = None,
     text_predicate: str | None = None,
     id_prefix: str = "",
     progress: ProgressCallback | None = None,
     max_depth: int | None = None,
     max_expansion: int | None = None,
+    lang: str | None = None,
 ) -> dict:
     """Import ``paths`` into a store; returns the report as a dict (the same keys for every format)."""
     paths = [Path(path) for path in paths]
@@ -63,8 +76,10 @@ def import_source(
             raise FileNotFoundError(f"no such file or folder: {path}")
     replaced = _check_output(paths, Path(out_dir), overwrite)
     kind = detect_format(paths) if source_format is SourceFormat.AUTO else SourceFormat(source_format)
+    if kind in RDF_SYNTAXES and len(paths) != 1:
+        raise ValueError(f"RDF imports read one file, got {len(paths)}")
     result = _import(paths, out_dir, kind, overwrite, batch_size, reverse_suffix, text_keys, text_predicate, id_prefix,
-                     progress, max_depth, max_expansion)
+                     progress, max_depth, max_expansion, lang)
     if replaced is not None:
         result["replaced"] = replaced
     return result
@@ -93,7 +108,7 @@ def _check_output(paths: list[Path], out_dir: Path, overwrite: bool) -> dict | N
 
 
 def _import(paths, out_dir, kind, overwrite, batch_size, reverse_suffix, text_keys, text_predicate, id_prefix,
-            progress, max_depth, max_expansion) -> dict:
+            progress, max_depth, max_expansion, lang) -> dict:
     if kind is SourceFormat.JSON:
         from glmcot.graph.importer import import_graph_json
 
@@ -109,11 +124,13 @@ def _import(paths, out_dir, kind, overwrite, batch_size, reverse_suffix, text_ke
 
         return asdict(import_tables(paths, out_dir, overwrite=overwrite, batch_rows=max(batch_size, 1024),
                                     reverse_suffix=reverse_suffix, text_keys=text_keys, progress=progress))
-    from glmcot.graph.triples import DEFAULT_MAX_EXPANSION, RDFS_LABEL, import_triples
+    from glmcot.graph.triples import DEFAULT_LANG, DEFAULT_MAX_EXPANSION, import_triples
 
-    return asdict(import_triples(paths[0], out_dir, overwrite=overwrite, text_predicate=text_predicate or RDFS_LABEL,
+    return asdict(import_triples(paths[0], out_dir, overwrite=overwrite, text_predicate=text_predicate or None,
                                  id_prefix=id_prefix, reverse_suffix=reverse_suffix, progress=progress,
-                                 max_expansion=DEFAULT_MAX_EXPANSION if max_expansion is None else max_expansion))
+                                 max_expansion=DEFAULT_MAX_EXPANSION if max_expansion is None else max_expansion,
+                                 rdf_format=None if kind is SourceFormat.TRIPLES else kind.value,
+                                 lang=lang or DEFAULT_LANG))
 
 
-__all__ = ["SourceFormat", "detect_format", "import_source", "TRIPLE_SUFFIXES"]
+__all__ = ["SourceFormat", "detect_format", "import_source", "TRIPLE_SUFFIXES", "RDF_FILE_SUFFIXES", "RDF_SYNTAXES"]

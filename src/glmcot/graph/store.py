@@ -101,6 +101,8 @@ class _Relation:
             self.dangling_blob = _Blob(base / f"{stem}.dangling.blob")
 
         self.absent = load_array(base / f"{entry['stem']}.absent.npy") if entry.get("num_absent") else None
+        # edge features (relationship properties), one row per edge in CSR order
+        self.features = [_FeatureColumn(directory, feature) for feature in entry.get("features", [])]
 
     def dangling_range(self, local: int) -> tuple[int, int]:
         """Rows of the dangling table that belong to source ``local`` (empty without any)."""
@@ -400,6 +402,25 @@ class Graph:
         indptr = loaded.indptr
         return loaded.weight[int(indptr[local]) : int(indptr[local + 1])]
 
+    @property
+    def has_edge_features(self) -> bool:
+        """Whether any relation stores edge features (relationship properties)."""
+        return any(entry.get("features") for info in self._types.values() for entry in info.relations.values())
+
+    def edge_feature_names(self, node_type: str, relation: str) -> list[str]:
+        """The edge features of ``relation`` from ``node_type`` nodes (none for most graphs)."""
+        entry = self._type(node_type).relations.get(relation)
+        return [feature["name"] for feature in entry.get("features", [])] if entry else []
+
+    def edge_features_at(self, index: int, relation: str) -> list[dict[str, Any]]:
+        """Each real neighbour's edge features along ``relation``, aligned with ``neighbor_indices``."""
+        loaded, local = self._relation_of(index, relation)
+        start, stop = int(loaded.indptr_view[local]), int(loaded.indptr_view[local + 1])
+        if not loaded.features:
+            return [{} for _ in range(stop - start)]
+        return [{column.name: column.get(edge) for column in loaded.features if column.has(edge)}
+                for edge in range(start, stop)]
+
     def neighbor_id_list(self, index: int, relation: str, limit: int | None = None) -> list[str]:
         """Neighbour ids in the source file's order, dangling ones (naming no node) included, as
         Graph-CoT lists them; at most ``limit`` of them. ``neighbor_indices`` has only real nodes."""
@@ -466,12 +487,14 @@ class Graph:
                 topology += path.stat().st_size
         total = sum(path.stat().st_size for path in self.directory.rglob("*") if path.is_file())
         types = []
+        composite = self.manifest.get("source", {}).get("composite_text_keys", {})
         for info in self._types.values():
             types.append(
                 {
                     "type": info.name,
                     "nodes": info.count,
                     "text_key": info.text_key,
+                    "text_key_parts": list(composite.get(info.name, [])),  # the features a composite key joins
                     "features": {name: entry["kind"] for name, entry in info.features.items()},
                     "relations": {name: entry["num_edges"] for name, entry in info.relations.items()},
                 }

@@ -16,8 +16,11 @@ count the header as row 1, as a spreadsheet shows them.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,9 +32,11 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
+from glmcot.graph.apoc import is_apoc_header, split_apoc
 from glmcot.graph.errors import GraphFormatError
 from glmcot.graph.idindex import IdIndex, encode_ids
-from glmcot.graph.loading import Dangling, ImportSummary, ProgressCallback, TypeRanges, add_grouped_edges
+from glmcot.graph.loading import DEFAULT_REVERSE_SUFFIX, Dangling, ImportSummary, ProgressCallback, TypeRanges, add_grouped_edges
+from glmcot.graph.text_keys import COMPOSITE_FEATURE, TextKeyChoice, choose_text_key, composite_parts, join_parts
 from glmcot.graph.writer import StoreWriter
 
 TABLE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".parquet", ".pq")
@@ -57,18 +62,32 @@ class ColumnSpec:
     role: str  # id, label, start, end, type, weight, feature, ignore
     kind: str | None = None  # str, int, float, bool; None: as the file types it (CSV: str)
     array: bool = False
+    space: str = ""  # an id column's ID space (``:ID(Product)``); '' is the global space
+
+
+def spaced_id(space: str, value: str) -> str:
+    """The stored id of ``value`` in an ID space: ``Space:value`` (the value itself in the global
+    space), so ids unique per space stay unique in the store, readable and the same every import."""
+    return f"{space}:{value}" if space else value
 
 
 def parse_header(header: str) -> ColumnSpec:
-    """Parse one Neo4j-style header (``name:kind``, ``:ID(Space)``, ``tags:string[]``)."""
-    name, _, suffix = header.rpartition(":")
+    """Parse one Neo4j-style header (``name:kind``, ``:ID(Space)``, ``tags:string[]``); Neo4j 5's
+    options in braces (``id:ID(Genre){id-type:string}``) are read past."""
+    text = header
+    if text.endswith("}") and "{" in text:
+        text = text[: text.rindex("{")]
+    name, _, suffix = text.rpartition(":")
     if not _:
-        name, suffix = header, ""
-    tag = suffix.split("(", 1)[0].strip()
+        name, suffix = text, ""
+    tag, opened, rest = suffix.partition("(")
+    tag = tag.strip()
+    space = rest.strip().removesuffix(")").strip() if opened else ""
     array = tag.endswith("[]")
     tag = tag.removesuffix("[]").lower()
     if _ and tag in _ROLES and not array:
-        return ColumnSpec(header, name, _ROLES[tag], "str")
+        role = _ROLES[tag]
+        return ColumnSpec(header, name, role, "str", space=space if role in ("id", "start", "end") else "")
     if _ and tag in _KINDS:
         return ColumnSpec(header, name, "feature", _KINDS[tag], array)
     return ColumnSpec(header, header, "feature", None, False)
@@ -91,6 +110,7 @@ class TableLayout:
     weight: ColumnSpec | None = None
     features: list[ColumnSpec] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
+    column_names: list[str] | None = None  # unique names to read a CSV by (repeated ':IGNORE' headers)
 
 
 def _format_of(path: Path) -> str:
@@ -214,9 +234,17 @@ def read_layout(path: Path, default_name: str) -> TableLayout:
     if fmt == "csv":
         check_csv_rows(path, names)
     specs = [parse_header(name) for name in names]
+    renamed = None
     if len(set(names)) != len(names):
-        duplicate = next(name for name in names if names.count(name) > 1)
-        raise GraphFormatError(f"{path}: column {duplicate!r} appears twice in the header")
+        duplicate = next((name for name in names if names.count(name) > 1 and parse_header(name).role != "ignore"), None)
+        if duplicate is not None:
+            raise GraphFormatError(f"{path}: column {duplicate!r} appears twice in the header")
+        # neo4j-admin allows any number of ':IGNORE' columns: each gets a unique name to be read by.
+        renamed, seen = [], {}
+        for name in names:
+            seen[name] = seen.get(name, 0) + 1
+            renamed.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+        specs = [dataclasses.replace(spec, header=unique) for unique, spec in zip(renamed, specs)]
     by_role: dict[str, list[ColumnSpec]] = {}
     for spec in specs:
         by_role.setdefault(spec.role, []).append(spec)
@@ -244,7 +272,7 @@ def read_layout(path: Path, default_name: str) -> TableLayout:
             f"{path}: cannot tell nodes from edges: a node table needs an ':ID' (or 'id') column, an edge "
             f"table ':START_ID' and ':END_ID' (or 'source' and 'target'); columns: {names}"
         )
-    layout = TableLayout(path, default_name, kind, fmt, specs, id=identifier, start=start, end=end)
+    layout = TableLayout(path, default_name, kind, fmt, specs, id=identifier, start=start, end=end, column_names=renamed)
     used = {spec.header for spec in (identifier, start, end) if spec is not None}
     if kind == "nodes":
         layout.label = single("label")
@@ -262,8 +290,8 @@ def read_layout(path: Path, default_name: str) -> TableLayout:
     for spec in specs:
         if spec.header in used:
             continue
-        if spec.role == "ignore" or kind == "edges":
-            layout.ignored.append(spec.header)  # edges carry no properties in a store (only a weight)
+        if spec.role == "ignore":
+            layout.ignored.append(spec.header)
         elif spec.role == "feature":
             if not spec.name:
                 raise GraphFormatError(f"{path}: column {spec.header!r} has a type but no name")
@@ -301,6 +329,9 @@ def iter_batches(layout: TableLayout, columns: list[str] | None, batch_rows: int
             return
         names = [spec.header for spec in layout.columns]
         read, parse, convert = _csv_options(path, names)
+        if layout.column_names is not None:
+            read = pa_csv.ReadOptions(use_threads=False, block_size=CSV_BLOCK_BYTES, column_names=layout.column_names,
+                                      skip_rows=1)
         parse = pa_csv.ParseOptions(delimiter=parse.delimiter, invalid_row_handler=handler, newlines_in_values=True)
         if columns is not None:
             convert.include_columns = columns
@@ -411,6 +442,8 @@ def _id_strings(array: pa.Array, spec: ColumnSpec, layout: TableLayout, first_ro
     if pc.any(missing).as_py():
         offset = int(pc.index(missing, True).as_py())
         raise GraphFormatError(f"{layout.path}: row {first_row + offset}, column {spec.header!r}: empty id")
+    if spec.space:
+        return [spaced_id(spec.space, node_id) for node_id in ids]
     return ids
 
 
@@ -460,7 +493,7 @@ def _scan_nodes(layouts: list[TableLayout], batch_rows: int, progress: ProgressC
                     entry.files.append(number)
                 entry.count += len(chosen)
         if progress is not None:
-            progress("node ids", number + 1, len(layouts))
+            progress("node tables", number + 1, len(layouts))
     return types
 
 
@@ -480,10 +513,21 @@ def _check_unique(index: IdIndex, types: dict[str, _TypeIds], layouts: list[Tabl
                     position -= len(rows)
                 break
             position -= entry.count
-    raise GraphFormatError(f"duplicate node id {index.id_at(pair[0])!r}: {' and '.join(places)} (ids must be unique across all types)")
+    raise GraphFormatError(f"duplicate node id {index.id_at(pair[0])!r}: {' and '.join(places)} (ids must be unique within an ID space)")
 
 
-def _write_type(writer: StoreWriter, entry: _TypeIds, layouts: list[TableLayout], batch_rows: int) -> int:
+def _type_text_columns(entry: _TypeIds, layouts: list[TableLayout]) -> list[str]:
+    """The text-typed feature columns of the tables holding a type, in column order."""
+    names: dict[str, None] = {}
+    for number in entry.files:
+        for spec in layouts[number].features:
+            if spec.kind in (None, "str") and not spec.array:
+                names.setdefault(spec.name, None)
+    return list(names)
+
+
+def _write_type(writer: StoreWriter, entry: _TypeIds, layouts: list[TableLayout], batch_rows: int,
+                composite: tuple[str, ...] = ()) -> int:
     written = 0
     writer.add_nodes(entry.name, [], {})  # a type whose rows all lack features still exists
     for number in entry.files:
@@ -513,6 +557,13 @@ def _write_type(writer: StoreWriter, entry: _TypeIds, layouts: list[TableLayout]
                     raise _locate_filtered(layout, spec, first_row, keep) from None
             if labels is not None and any(len(row_labels) > 1 for row_labels in labels):
                 features["labels"] = [row_labels if len(row_labels) > 1 else None for row_labels in labels]
+            if composite and COMPOSITE_FEATURE not in features:
+                by_name = {spec.name: spec for spec in layout.features}
+                parts = [batch.column(by_name[part].header).to_pylist() if part in by_name else [None] * len(ids)
+                         for part in composite]
+                joined = [join_parts(values) for values in zip(*parts)]
+                if any(value is not None for value in joined):
+                    features[COMPOSITE_FEATURE] = joined
             writer.add_nodes(entry.name, ids, features)
             written += len(ids)
     if written != entry.count:
@@ -537,6 +588,7 @@ def _edge_tables(writer: StoreWriter, layouts: list[TableLayout], index: IdIndex
     edges = rows_read = 0
     for number, layout in enumerate(layouts):
         wanted = [spec.header for spec in (layout.start, layout.end, layout.relation, layout.weight) if spec is not None]
+        wanted += [spec.header for spec in layout.features]
         for first_row, batch in iter_batches(layout, wanted, batch_rows):
             rows_read += batch.num_rows
             starts = _id_strings(batch.column(layout.start.header), layout.start, layout, first_row)
@@ -561,16 +613,24 @@ def _edge_tables(writer: StoreWriter, layouts: list[TableLayout], index: IdIndex
                     offset = int(np.flatnonzero(~np.isfinite(weight))[0])
                     raise GraphFormatError(f"{layout.path}: row {first_row + offset}, column {layout.weight.header!r}: "
                                            f"weight {values[offset]!r} is not a finite number")
+            features = {}
+            for spec in layout.features:  # relationship properties: edge features
+                column = batch.column(spec.header)
+                if column.null_count < len(column):
+                    values = column_values(column, spec, layout, first_row)
+                    features[spec.name] = values.tolist() if isinstance(values, np.ndarray) else values
             src, dst = index.resolve_strings(starts), index.resolve_strings(ends)
             valid = (src >= 0) & (dst >= 0)
             if not valid.all():
                 missing = np.flatnonzero(~valid)
                 dangling.add(len(missing), lambda row: f"{starts[row]} -{names[row]}-> {ends[row]} "
                              f"({layout.path.name} row {first_row + row})", missing)
+            kept = np.flatnonzero(valid).tolist()
+            features = {name: [values[row] for row in kept] for name, values in features.items()}
             edges += add_grouped_edges(writer, ranges, codes[valid], relation_names, src[valid], dst[valid],
-                                       None if weight is None else weight[valid], reverse_suffix)
+                                       None if weight is None else weight[valid], reverse_suffix, features)
         if progress is not None:
-            progress("edges", number + 1, len(layouts))
+            progress("edge tables", number + 1, len(layouts))
     return edges, rows_read
 
 
@@ -579,7 +639,7 @@ def import_tables(
     out_dir: str | os.PathLike,
     overwrite: bool = False,
     batch_rows: int = 65_536,
-    reverse_suffix: str = "",
+    reverse_suffix: str = DEFAULT_REVERSE_SUFFIX,
     text_keys: dict[str, str] | None = None,
     progress: ProgressCallback | None = None,
 ) -> ImportSummary:
@@ -591,11 +651,34 @@ def import_tables(
     if isinstance(sources, (str, os.PathLike)):
         sources = [sources]
     found = [item for source in sources for item in find_tables(Path(source))]
-    layouts = [read_layout(path, name) for path, name in found]
+    scratch = out_dir.parent / f".{out_dir.name}.apoc-{uuid.uuid4().hex[:8]}"
+    try:
+        readable = _split_apoc_exports(found, scratch)
+        return _import_found(found, readable, sources, out_dir, overwrite, batch_rows, reverse_suffix, text_keys,
+                             progress, started)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _split_apoc_exports(found: list[tuple[Path, str]], scratch: Path) -> list[tuple[Path, str]]:
+    """The tables to read: an APOC one-file export becomes a node and an edge table in ``scratch``."""
+    readable = []
+    for path, name in found:
+        if _format_of(path) == "csv" and is_apoc_header(_column_names(path, "csv")):
+            scratch.mkdir(parents=True, exist_ok=True)
+            readable.extend(split_apoc(path, scratch))
+        else:
+            readable.append((path, name))
+    return readable
+
+
+def _import_found(found, readable, sources, out_dir: Path, overwrite: bool, batch_rows: int, reverse_suffix: str,
+                  text_keys: dict[str, str] | None, progress: ProgressCallback | None, started: float) -> ImportSummary:
+    layouts = [read_layout(path, name) for path, name in readable]
     node_layouts = [layout for layout in layouts if layout.kind == "nodes"]
     edge_layouts = [layout for layout in layouts if layout.kind == "edges"]
     if not node_layouts:
-        raise GraphFormatError(f"no node tables among {[str(path) for path, _ in found]} (a node table has an ':ID' column)")
+        raise GraphFormatError(f"no node tables among {[str(path) for path, _ in readable]} (a node table has an ':ID' column)")
     types = _scan_nodes(node_layouts, batch_rows, progress)
     order = list(types.values())
     index = IdIndex.build(b"".join(blob for entry in order for blob in entry.blobs),
@@ -607,14 +690,42 @@ def import_tables(
     ignored = {str(layout.path): layout.ignored for layout in layouts if layout.ignored}
     total_bytes = sum(path.stat().st_size for path, _ in found)
     dangling = Dangling()
-    source = {"paths": [str(Path(item).resolve()) for item in sources], "bytes": total_bytes, "importer": "tables"}
+    source = {"paths": [str(Path(item).resolve()) for item in sources], "bytes": total_bytes, "importer": "tables",
+              "empty_relations": "left out"}  # vertex chunks leave out relations a node has no neighbour on
     if reverse_suffix:
         source["reverse_suffix"] = reverse_suffix  # updates add and delete the reverse edges too
+    text_keys = dict(text_keys or {})
+    unknown = sorted(set(text_keys) - set(types))
+    if unknown:
+        raise GraphFormatError(f"--text-key names node types {unknown} that the tables do not have; types: {sorted(types)}")
+    composites = {}
+    for entry in order:
+        override = text_keys.get(entry.name)
+        if override is not None:
+            composites[entry.name] = tuple(part.strip() for part in override.split("+")) if "+" in override else ()
+        else:
+            composites[entry.name] = composite_parts(_type_text_columns(entry, node_layouts))
+    chosen: dict[str, TextKeyChoice] = {}
     with StoreWriter(out_dir, overwrite=overwrite, source=source) as writer:
-        node_rows = sum(_write_type(writer, entry, node_layouts, batch_rows) for entry in order)
-        for node_type, feature in (text_keys or {}).items():
-            if node_type in types:
-                writer.set_text_key(node_type, feature)
+        node_rows = sum(_write_type(writer, entry, node_layouts, batch_rows, composites[entry.name]) for entry in order)
+        id_features = {layout.id.name for layout in node_layouts if layout.id.name}
+        for entry in order:
+            override = text_keys.get(entry.name)
+            present = writer.text_features(entry.name)
+            if override is not None and "+" not in override:
+                if override not in writer.feature_names(entry.name):
+                    raise GraphFormatError(f"--text-key {entry.name}={override}: {entry.name} has no feature {override!r}; "
+                                           f"its features: {', '.join(writer.feature_names(entry.name)) or '(none)'}")
+                chosen[entry.name] = TextKeyChoice(override, reason="--text-key")
+            elif composites[entry.name] and COMPOSITE_FEATURE in present:
+                chosen[entry.name] = TextKeyChoice(COMPOSITE_FEATURE, composites[entry.name], reason="first and last name")
+            else:
+                chosen[entry.name] = choose_text_key(present, id_features=id_features)
+            if chosen[entry.name].feature is not None:
+                writer.set_text_key(entry.name, chosen[entry.name].feature)
+        joined = {name: list(choice.parts) for name, choice in chosen.items() if choice.parts}
+        if joined:
+            writer.source["composite_text_keys"] = joined
         edges, edge_rows = _edge_tables(writer, edge_layouts, index, ranges, batch_rows, reverse_suffix, dangling, progress)
         dangling.record(writer)
         if ignored:
@@ -624,6 +735,7 @@ def import_tables(
         out_dir=str(out_dir), nodes=len(index), edges=edges, node_types={entry.name: entry.count for entry in order},
         dangling_neighbors=dangling.count, dangling_examples=dangling.examples, seconds=time.perf_counter() - started,
         format="tables", input_bytes=total_bytes, rows=node_rows + edge_rows, warnings=warnings,
+        text_keys={name: choice.describe() for name, choice in chosen.items()},
     )
 
 

@@ -1,20 +1,30 @@
-"""Import RDF N-Triples (``.nt``, ``.nt.gz``) into a store, parsed by pyoxigraph while streaming.
+"""Import RDF (N-Triples, Turtle, N-Quads, TriG, RDF/XML, JSON-LD; plain or gzip) into a store,
+parsed by pyoxigraph while streaming.
 
 The rule (docs/graph-formats.md):
 
+- the syntax comes from the file's extension (``.nt``, ``.ttl``, ``.nq``, ``.trig``, ``.rdf``/
+  ``.owl``, ``.jsonld``, each optionally ``.gz``) or ``rdf_format``; a quad's graph name is
+  ignored (the graphs of a dataset are read as one graph);
 - every IRI or blank node in subject or object position is a node; its id is the IRI (without
   ``id_prefix`` where it starts with it) or ``_:label`` for a blank node;
-- ``rdf:type`` gives the node's type, the local name of its first type IRI (further types are
-  kept in the feature ``types``); a node without one has the type ``Resource``;
+- ``rdf:type`` gives the node's type, the local name of its first type IRI in file order (further
+  types are kept in the feature ``types``); a node without one has the type ``Resource``;
 - a triple with a literal object is a feature named by the predicate's local name (the part
   after the last ``#`` or ``/``), typed by its datatype (xsd integers → int, decimals, floats and
-  doubles → float, boolean → bool, anything else → text); several values make a list;
+  doubles → float, boolean → bool, anything else → text); several values make a list; an empty
+  literal is no value; a language-tagged literal is kept only in the ``lang`` language (default
+  ``en``; untagged literals are always kept; ``*`` keeps every language);
 - a triple with an IRI or blank-node object is an edge whose relation is the predicate's local
-  name; with ``reverse_suffix`` each edge is also stored backwards;
-- the ``text_predicate`` (default ``rdfs:label``) names the feature that is each node's text
-  (embedded for RetrieveNode, shown first in its vertex chunk);
+  name; with ``reverse_suffix`` (default ``_reverse``) each edge is also stored backwards;
+- predicates with one local name in different namespaces (``dbo:spouse``, ``dbp:spouse``) are
+  merged into one relation or feature, deduplicated (one neighbour per fact); the import report
+  lists them under ``merged_predicates``;
+- each type's text key is the first label predicate it has (``text_predicate`` if given, then
+  ``rdfs:label``, ``skos:prefLabel``, ``schema:name``, ``foaf:name``), else the rule of
+  graph/text_keys.py;
 - an RDF graph is a set: identical triples count once (the import reports how many it dropped);
-- a ``.nt.gz`` may expand to at most ``max_expansion`` (default 200) times its size, past the
+- a ``.gz`` may expand to at most ``max_expansion`` (default 200) times its size, past the
   first 256 MiB (``--max-expansion``; 0: no bound), so a gzip bomb stops with a clear error.
 
 Triples arrive in any order, so one pass keeps the graph's ids, features and edges in memory
@@ -35,11 +45,54 @@ import numpy as np
 import pyoxigraph as ox
 
 from glmcot.graph.errors import GraphFormatError
-from glmcot.graph.loading import CountingReader, import_paths, ImportSummary, ProgressCallback, TypeRanges, add_grouped_edges
+from glmcot.graph.loading import DEFAULT_REVERSE_SUFFIX, CountingReader, import_paths, ImportSummary, ProgressCallback, TypeRanges, add_grouped_edges
+from glmcot.graph.text_keys import TextKeyChoice, choose_text_key
 from glmcot.graph.writer import StoreWriter
 
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
+LABEL_PREDICATES = (
+    RDFS_LABEL,
+    "http://www.w3.org/2004/02/skos/core#prefLabel",
+    "http://schema.org/name",
+    "https://schema.org/name",
+    "http://xmlns.com/foaf/0.1/name",
+)
+DEFAULT_LANG = "en"
+RDF_SUFFIXES = {
+    ".nt": ox.RdfFormat.N_TRIPLES, ".ntriples": ox.RdfFormat.N_TRIPLES, ".ttl": ox.RdfFormat.TURTLE,
+    ".turtle": ox.RdfFormat.TURTLE, ".nq": ox.RdfFormat.N_QUADS, ".nquads": ox.RdfFormat.N_QUADS,
+    ".trig": ox.RdfFormat.TRIG, ".rdf": ox.RdfFormat.RDF_XML, ".owl": ox.RdfFormat.RDF_XML,
+    ".xml": ox.RdfFormat.RDF_XML, ".jsonld": ox.RdfFormat.JSON_LD, ".json-ld": ox.RdfFormat.JSON_LD,
+}
+RDF_FORMAT_NAMES = {
+    "ntriples": ox.RdfFormat.N_TRIPLES, "turtle": ox.RdfFormat.TURTLE, "nquads": ox.RdfFormat.N_QUADS,
+    "trig": ox.RdfFormat.TRIG, "rdfxml": ox.RdfFormat.RDF_XML, "jsonld": ox.RdfFormat.JSON_LD,
+}
+
+
+def rdf_format_of(path: Path, name: str | None = None) -> ox.RdfFormat:
+    """The RDF syntax of ``path``: ``name`` (ntriples, turtle, nquads, trig, rdfxml, jsonld) if
+    given, else its extension (a trailing ``.gz`` aside)."""
+    if name:
+        try:
+            return RDF_FORMAT_NAMES[name]
+        except KeyError:
+            raise GraphFormatError(f"unknown RDF format {name!r}; one of {', '.join(RDF_FORMAT_NAMES)}") from None
+    lowered = path.name.lower().removesuffix(".gz")
+    for suffix, rdf_format in RDF_SUFFIXES.items():
+        if lowered.endswith(suffix):
+            return rdf_format
+    raise GraphFormatError(f"{path}: cannot tell its RDF syntax from the name; pass --format "
+                           f"({', '.join(RDF_FORMAT_NAMES)})")
+
+
+def keeps_language(language: str | None, lang: str) -> bool:
+    """Whether a literal tagged ``language`` is kept when importing in ``lang`` (untagged: always)."""
+    if not language or lang == "*":
+        return True
+    language, lang = language.lower(), lang.lower()
+    return language == lang or language.startswith(lang + "-")
 XSD = "http://www.w3.org/2001/XMLSchema#"
 DEFAULT_TYPE = "Resource"
 _INTEGER_TYPES = {XSD + name for name in ("integer", "int", "long", "short", "byte", "nonNegativeInteger", "positiveInteger",
@@ -94,6 +147,9 @@ class _Collected:
         self.relation_names: list[str] = []
         self.relation_codes: dict[str, int] = {}
         self.duplicates = 0  # identical triples: an RDF graph is a set, so they count once
+        self.other_languages = 0  # literals tagged with a language other than the import's
+        self.empty_literals = 0
+        self.predicates: dict[str, dict[str, None]] = {}  # local name -> the predicate IRIs read as it
         self._values: dict[tuple[int, str], set] = {}  # the values of multi-valued features, for duplicates
 
     def node(self, term) -> int:
@@ -204,14 +260,17 @@ def _parse_error(path: Path, error: SyntaxError) -> GraphFormatError:
     return GraphFormatError(f"{path}: line {error.lineno}, column {error.offset}: bad triple: {message}")
 
 
-def collect_triples(path: Path, text_predicate: str = RDFS_LABEL, id_prefix: str = "",
+def collect_triples(path: Path, text_predicate: str | None = None, id_prefix: str = "",
                     progress: ProgressCallback | None = None,
-                    max_expansion: int = DEFAULT_MAX_EXPANSION) -> tuple[_Collected, int, int]:
-    """Read every triple of an N-Triples file (plain or gzip) by the rule; (collected, triples, bytes).
+                    max_expansion: int = DEFAULT_MAX_EXPANSION, rdf_format: str | None = None,
+                    lang: str = DEFAULT_LANG) -> tuple[_Collected, int, int]:
+    """Read every triple of an RDF file (plain or gzip) by the rule; (collected, triples, bytes).
     Identical triples count once; a .gz that expands past ``max_expansion`` times its size (0: no
     bound) stops the import."""
     total = path.stat().st_size
+    syntax = rdf_format_of(path, rdf_format)
     collected = _Collected(id_prefix)
+    text_predicate = text_predicate or RDFS_LABEL
     text_feature = local_name(text_predicate)
     triples = 0
     with open(path, "rb") as raw:
@@ -220,18 +279,28 @@ def collect_triples(path: Path, text_predicate: str = RDFS_LABEL, id_prefix: str
             gzipped = probe.read(2) == b"\x1f\x8b"
         stream = _BoundedStream(gzip.GzipFile(fileobj=counting), path, total, max_expansion) if gzipped else counting
         try:
-            for triple in ox.parse(stream, format=ox.RdfFormat.N_TRIPLES):
+            for triple in ox.parse(stream, format=syntax):
                 triples += 1
-                subject = collected.node(triple.subject)
                 predicate = triple.predicate.value
                 target = triple.object
                 if isinstance(target, ox.Literal):
+                    if target.value == "":
+                        collected.empty_literals += 1  # an empty literal is no value
+                        continue
+                    if not keeps_language(target.language, lang):
+                        collected.other_languages += 1
+                        continue
+                    subject = collected.node(triple.subject)
                     name = text_feature if predicate == text_predicate else local_name(predicate)
+                    collected.predicates.setdefault(name, {})[predicate] = None
                     collected.add_feature(subject, name, literal_value(target))
                 elif predicate == RDF_TYPE and isinstance(target, ox.NamedNode):
-                    collected.set_type(subject, target.value)
+                    collected.set_type(collected.node(triple.subject), target.value)
                 else:
-                    collected.add_edge(subject, local_name(predicate), collected.node(target))
+                    subject = collected.node(triple.subject)
+                    name = local_name(predicate)
+                    collected.predicates.setdefault(name, {})[predicate] = None
+                    collected.add_edge(subject, name, collected.node(target))
         except SyntaxError as error:
             raise _parse_error(path, error) from None
         except (OSError, EOFError, gzip.BadGzipFile) as error:
@@ -244,24 +313,33 @@ def import_triples(
     path: str | os.PathLike,
     out_dir: str | os.PathLike,
     overwrite: bool = False,
-    text_predicate: str = RDFS_LABEL,
+    text_predicate: str | None = None,
     id_prefix: str = "",
-    reverse_suffix: str = "",
+    reverse_suffix: str = DEFAULT_REVERSE_SUFFIX,
     progress: ProgressCallback | None = None,
     max_expansion: int = DEFAULT_MAX_EXPANSION,
+    rdf_format: str | None = None,
+    lang: str = DEFAULT_LANG,
 ) -> ImportSummary:
-    """Import an N-Triples file (plain or gzip) into a store at ``out_dir`` (rule in the module doc)."""
+    """Import an RDF file (plain or gzip) into a store at ``out_dir`` (rule in the module doc)."""
     started = time.perf_counter()
     path, out_dir = import_paths(path, out_dir, overwrite)
-    collected, triples, total = collect_triples(path, text_predicate, id_prefix, progress, max_expansion)
-    text_feature = local_name(text_predicate)
+    syntax = rdf_format_of(path, rdf_format)
+    collected, triples, total = collect_triples(path, text_predicate, id_prefix, progress, max_expansion,
+                                                rdf_format, lang)
+    text_features = [local_name(text_predicate)] if text_predicate else []
+    text_features += [local_name(iri) for iri in LABEL_PREDICATES if local_name(iri) not in text_features]
     if not collected.ids:
         raise GraphFormatError(f"{path}: no triples")
-    return _write(collected, path, out_dir, overwrite, text_feature, reverse_suffix, triples, total, started)
+    return _write(collected, path, out_dir, overwrite, text_features, reverse_suffix, triples, total, started,
+                  _SYNTAX_NAMES.get(syntax, "rdf"))
 
 
-def _write(collected: _Collected, path: Path, out_dir: Path, overwrite: bool, text_feature: str, reverse_suffix: str,
-           triples: int, total: int, started: float) -> ImportSummary:
+_SYNTAX_NAMES = {value: name for name, value in RDF_FORMAT_NAMES.items()}
+
+
+def _write(collected: _Collected, path: Path, out_dir: Path, overwrite: bool, text_features: list[str],
+           reverse_suffix: str, triples: int, total: int, started: float, syntax: str) -> ImportSummary:
     types = np.asarray(collected.types, dtype=np.int64)
     untyped = types < 0
     names = list(collected.type_names)
@@ -275,9 +353,11 @@ def _write(collected: _Collected, path: Path, out_dir: Path, overwrite: bool, te
     counts = np.bincount(types, minlength=len(names))
     written = [(names[code], int(counts[code])) for code in range(len(names)) if counts[code]]
     extra = collected.extra_types
-    source = {"path": str(path.resolve()), "bytes": total, "importer": "n-triples"}
+    source = {"path": str(path.resolve()), "bytes": total, "importer": "n-triples" if syntax == "ntriples" else "rdf",
+              "syntax": syntax, "empty_relations": "left out"}  # vertex chunks leave out relations without neighbours
     if reverse_suffix:
         source["reverse_suffix"] = reverse_suffix  # updates add and delete the reverse edges too
+    chosen: dict[str, str | None] = {}
     with StoreWriter(out_dir, overwrite=overwrite, source=source) as writer:
         start = 0
         for name, count in written:
@@ -296,20 +376,32 @@ def _write(collected: _Collected, path: Path, out_dir: Path, overwrite: bool, te
                     if any(value is not None for value in values):
                         features["types"] = values
                 writer.add_nodes(name, [collected.ids[node] for node in batch], features)
-            texts = collected.features.get(text_feature, {})
-            if any(node in texts for node in members.tolist()):
-                writer.set_text_key(name, text_feature)
+            present = writer.text_features(name)
+            label = next((feature for feature in text_features if feature in present), None)
+            choice = TextKeyChoice(label, reason="label predicate") if label else choose_text_key(present)
+            if choice.feature is not None:
+                writer.set_text_key(name, choice.feature)
+            chosen[name] = choice.describe()
         src = position[np.frombuffer(collected.src, dtype=np.int64)] if len(collected.src) else np.zeros(0, np.int64)
         dst = position[np.frombuffer(collected.dst, dtype=np.int64)] if len(collected.dst) else np.zeros(0, np.int64)
         relations = np.frombuffer(collected.relation, dtype=np.int64) if len(collected.relation) else np.zeros(0, np.int64)
         edges = add_grouped_edges(writer, TypeRanges(written), relations, collected.relation_names, src, dst, None, reverse_suffix)
         if collected.duplicates:
             writer.warnings["duplicate_triples"] = collected.duplicates
+        if collected.other_languages:
+            writer.warnings["other_language_literals"] = collected.other_languages
+        if collected.empty_literals:
+            writer.warnings["empty_literals"] = collected.empty_literals
+        merged = {name: list(iris) for name, iris in collected.predicates.items() if len(iris) > 1}
+        if merged:
+            writer.warnings["merged_predicates"] = merged
         warnings = dict(writer.warnings)
     return ImportSummary(
         out_dir=str(out_dir), nodes=len(collected.ids), edges=edges, node_types=dict(written), dangling_neighbors=0,
-        seconds=time.perf_counter() - started, format="n-triples", input_bytes=total, rows=triples, warnings=warnings,
+        seconds=time.perf_counter() - started, format="n-triples" if syntax == "ntriples" else syntax,
+        input_bytes=total, rows=triples, warnings=warnings, text_keys=chosen,
     )
 
 
-__all__ = ["import_triples", "local_name", "literal_value", "RDFS_LABEL", "RDF_TYPE", "DEFAULT_TYPE"]
+__all__ = ["import_triples", "collect_triples", "local_name", "literal_value", "rdf_format_of", "keeps_language",
+           "RDFS_LABEL", "RDF_TYPE", "DEFAULT_TYPE", "LABEL_PREDICATES", "RDF_SUFFIXES", "RDF_FORMAT_NAMES", "DEFAULT_LANG"]

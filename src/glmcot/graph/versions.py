@@ -344,6 +344,8 @@ def write_merged(graph: Graph, out_dir: Path) -> np.ndarray:
             for relation in graph.relation_names(node_type):
                 sources, targets, weights, weighted = [], [], [], False
                 dangling_src, dangling_pos, dangling_ids = [], [], []
+                edge_names = graph.edge_feature_names(node_type, relation)
+                edge_features: dict[str, list] = {name: [] for name in edge_names}
                 for index in indices.tolist():
                     if graph.dangling_count_at(index, relation):  # ids naming no node keep their places
                         for position, node_id in enumerate(graph.neighbor_id_list(index, relation)):
@@ -357,10 +359,15 @@ def write_merged(graph: Graph, out_dir: Path) -> np.ndarray:
                     targets.append(mapping[np.asarray(neighbours, dtype=np.int64)])
                     weighted = weighted or weight is not None
                     weights.append(np.ones(len(neighbours), np.float32) if weight is None else np.asarray(weight, np.float32))
+                    if edge_names:  # edge features carry over (an updated list's edges have none)
+                        rows = graph.edge_features_at(index, relation)
+                        for name in edge_names:
+                            edge_features[name].extend(row.get(name) for row in rows)
                 src = np.concatenate(sources) if sources else np.zeros(0, np.int64)
                 dst = np.concatenate(targets) if targets else np.zeros(0, np.int64)
                 if len(src):
-                    writer.add_edges(node_type, relation, src, dst, np.concatenate(weights) if weighted else None)
+                    writer.add_edges(node_type, relation, src, dst, np.concatenate(weights) if weighted else None,
+                                     edge_features or None)
                 if dangling_ids:
                     writer.add_dangling(node_type, relation, np.asarray(dangling_src), np.asarray(dangling_pos), dangling_ids)
                 absent = [mapping[index] for index in indices.tolist() if not _has_relation_key(graph, index, relation)]

@@ -411,8 +411,11 @@ class StoreWriter:
         src: np.ndarray,
         dst: np.ndarray,
         weight: np.ndarray | None = None,
+        features: dict[str, Sequence] | None = None,
     ) -> None:
-        """Append edges ``src[i] -relation-> dst[i]`` (global indices); order per source is kept."""
+        """Append edges ``src[i] -relation-> dst[i]`` (global indices); order per source is kept.
+        ``features`` maps an edge feature (a relationship property) to one value per edge (None:
+        absent)."""
         if not isinstance(relation, str) or not relation:
             raise ValueError(f"relation must be a non-empty string, got {relation!r}")
         src = np.asarray(src)
@@ -425,7 +428,17 @@ class StoreWriter:
             weight = np.asarray(weight, dtype=np.float32)
             if weight.shape != src.shape:
                 raise ValueError("weight must have one value per edge")
-        self._edges.setdefault((src_type, relation), []).append((src.astype(np.int64), dst.astype(np.int64), weight))
+        edge_features = {}
+        for name, values in (features or {}).items():
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"edge feature names must be non-empty strings, got {name!r}")
+            values = values.tolist() if isinstance(values, np.ndarray) else list(values)
+            if len(values) != len(src):
+                raise ValueError(f"edge feature {name!r} of {src_type}.{relation}: {len(values)} values for {len(src)} edges")
+            if any(value is not None for value in values):
+                edge_features[name] = values
+        self._edges.setdefault((src_type, relation), []).append(
+            (src.astype(np.int64), dst.astype(np.int64), weight, edge_features))
 
     def add_dangling(
         self,
@@ -457,6 +470,19 @@ class StoreWriter:
             raise ValueError(f"relation must be a non-empty string, got {relation!r}")
         self._edges.setdefault((src_type, relation), [])
         self._absent.setdefault((src_type, relation), []).append(np.asarray(src, dtype=np.int64))
+
+    def feature_names(self, node_type: str) -> list[str]:
+        """The features of ``node_type`` added so far, in order."""
+        if node_type not in self._types:
+            raise ValueError(f"unknown node type {node_type!r}")
+        return list(self._types[node_type].columns)
+
+    def text_features(self, node_type: str) -> list[str]:
+        """The features of ``node_type`` added so far that hold text on some node, in order (an
+        importer chooses a text key among them)."""
+        if node_type not in self._types:
+            raise ValueError(f"unknown node type {node_type!r}")
+        return [name for name, column in self._types[node_type].columns.items() if column.str_lengths]
 
     def set_text_key(self, node_type: str, feature: str) -> None:
         """Choose the feature embedded for retrieval (default: Graph-CoT's NODE_TEXT_KEYS)."""
@@ -611,7 +637,7 @@ class StoreWriter:
 
     def _write_relation(self, tmp, relation_index, builder, relation, chunks, degree) -> dict:
         if not chunks:  # a relation whose every neighbour is dangling
-            chunks = [(np.zeros(0, np.int64), np.zeros(0, np.int64), None)]
+            chunks = [(np.zeros(0, np.int64), np.zeros(0, np.int64), None, {})]
         src = np.concatenate([chunk[0] for chunk in chunks])
         dst = np.concatenate([chunk[1] for chunk in chunks])
         weighted = any(chunk[2] is not None for chunk in chunks)
@@ -629,6 +655,7 @@ class StoreWriter:
         if dst.size and (dst.min() < 0 or dst.max() >= self._num_nodes):
             bad = int(dst[(dst < 0) | (dst >= self._num_nodes)][0])
             raise GraphFormatError(f"relation {builder.name}.{relation}: destination index {bad} out of range")
+        order = None
         if local.size > 1 and np.any(local[1:] < local[:-1]):
             order = np.argsort(local, kind="stable")
             local, dst = local[order], dst[order]
@@ -642,4 +669,15 @@ class StoreWriter:
         save_array(tmp / "edges" / f"{stem}.dst.npy", dst.astype(index_dtype(self._num_nodes)))
         if weight is not None:
             save_array(tmp / "edges" / f"{stem}.weight.npy", weight)
-        return {"name": relation, "stem": stem, "num_edges": int(len(dst)), "weighted": weighted}
+        meta = {"name": relation, "stem": stem, "num_edges": int(len(dst)), "weighted": weighted}
+        names = list(dict.fromkeys(name for chunk in chunks for name in chunk[3]))
+        if names:  # edge features: one column per feature, a row per edge in CSR order
+            meta["features"] = []
+            for number, name in enumerate(names):
+                values = [value for chunk in chunks for value in chunk[3].get(name, [None] * len(chunk[0]))]
+                if order is not None:
+                    values = [values[position] for position in order.tolist()]
+                column = _Column(tmp / "stage", f"e{relation_index}f{number}", 0)
+                column.extend(values, where=f"{builder.name}.{relation} edge feature {name}")
+                meta["features"].append({"name": name, **column.finish(tmp / "features", len(dst))})
+        return meta
