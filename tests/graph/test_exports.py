@@ -32,7 +32,7 @@ def shop(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def manual(tmp_path_factory):
-    return imported(tmp_path_factory, FIXTURES / "neo4j_manual")
+    return imported(tmp_path_factory, FIXTURES / "id_spaces")
 
 
 @pytest.fixture(scope="module")
@@ -125,15 +125,16 @@ def test_prompts_explain_reverse_relations_and_edge_features_only_where_present(
     assert "Actor ACTED_IN edges carry role" in plain
 
 
-def test_neo4j_manual_id_space_example(manual):
+def test_neo4j_id_spaces_that_share_numbers(manual):
     graph, report = manual
     assert report["node_types"] == {"Movie": 3, "Actor": 3}
-    assert graph.feature("Movie-ID:2", "title") == "The Matrix Reloaded"
-    assert graph.feature("Actor-ID:2", "name") == "Laurence Fishburne"
+    assert graph.feature("Movie-ID:2", "title") == "Aliens"
+    assert graph.feature("Actor-ID:2", "name") == "Michael Biehn"
     assert graph.feature("Movie-ID:2", "labels") == ["Movie", "Sequel"]
     tools = GraphTools(graph)
-    assert tools.NeighbourCheck("Actor-ID:3", "ACTED_IN", "role") == {f"Movie-ID:{n}": "Trinity" for n in (1, 2, 3)}
-    assert tools.NeighbourCheck("Movie-ID:1", "ACTED_IN_reverse") == ["Actor-ID:1", "Actor-ID:2", "Actor-ID:3"]
+    assert tools.NeighbourCheck("Actor-ID:1", "ACTED_IN", "role") == {f"Movie-ID:{n}": "Ripley" for n in (1, 2, 3)}
+    assert tools.NeighbourCheck("Actor-ID:3", "ACTED_IN", "role") == {"Movie-ID:2": "Bishop", "Movie-ID:3": "Bishop"}
+    assert tools.NeighbourCheck("Movie-ID:2", "ACTED_IN_reverse") == ["Actor-ID:1", "Actor-ID:2", "Actor-ID:3"]
     assert report["text_keys"] == {"Movie": "title", "Actor": "name"}
 
 
