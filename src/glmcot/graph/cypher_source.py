@@ -28,8 +28,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from glmcot.graph.errors import FeatureNotFound, NodeNotFound, RelationNotFound
-from glmcot.graph.graph_source import ChunkRelation, ChunkView, Neighbours, Schema, SourceUnavailable
+from glmcot.graph.errors import FeatureNotFound, RelationNotFound
+from glmcot.graph.graph_source import (ChunkRelation, ChunkView, LiveNodeRefs, Neighbours, Schema,
+                                       SourceUnavailable)
 
 SCHEMA_LABEL = "GlmcotSchema"
 NODE_LABEL = "Node"
@@ -101,8 +102,10 @@ def valid_id(node_id: Any) -> bool:
     return True
 
 
-class CypherSource:
+class CypherSource(LiveNodeRefs):
     """A `GraphSource` over a database laid out by `glmcot graph export` (see the module docstring)."""
+
+    node_class = CypherNode
 
     def __init__(self, runner: CypherRunner, location: str):
         self.runner = runner
@@ -137,20 +140,6 @@ class CypherSource:
             return None
         properties = rows[0][0]
         return CypherNode(node_id, properties["_type"], dict(properties))
-
-    def _ref(self, ref: Any) -> CypherNode:
-        if isinstance(ref, CypherNode):
-            return ref
-        found = self.resolve(ref)
-        if found is None:
-            raise NodeNotFound(f"no such node: {ref!r}")
-        return found
-
-    def node_id(self, ref: CypherNode) -> str:
-        return self._ref(ref).node_id
-
-    def node_type(self, ref: CypherNode) -> str:
-        return self._ref(ref).node_type
 
     def features(self, ref: CypherNode) -> dict[str, Any]:
         node = self._ref(ref)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-import numpy as np
+from glmcot.graph.graph_source import type_indices
 
 RESERVED = ("_id", "_type", "_text", "_degree", "_order", "_absent", "_nulls")  # the layouts' own names
 
@@ -49,11 +49,7 @@ def node_records(graph, batch: int = BATCH) -> Iterator[list[NodeRecord]]:
     """Every live node of a store view, in store order, as export records."""
     order = 0
     for node_type in graph.node_types:
-        if hasattr(graph, "type_indices"):
-            indices = graph.type_indices(node_type)
-        else:
-            start, stop = graph.type_range(node_type)
-            indices = np.arange(start, stop, dtype=np.int64)
+        indices = type_indices(graph, node_type)
         relations = graph.relation_names(node_type)
         for first in range(0, len(indices), batch):
             part = indices[first : first + batch]

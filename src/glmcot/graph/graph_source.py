@@ -167,6 +167,36 @@ def require(source: GraphSource, node_id: str) -> NodeRef:
     return ref
 
 
+def type_indices(graph, node_type: str) -> np.ndarray:
+    """The store positions of `node_type`'s nodes: a merged view lists its live ones, a base
+    store holds them in one range."""
+    if hasattr(graph, "type_indices"):
+        return graph.type_indices(node_type)
+    start, stop = graph.type_range(node_type)
+    return np.arange(start, stop, dtype=np.int64)
+
+
+class LiveNodeRefs:
+    """`node_id`/`node_type` of a live source whose node references (`node_class`) carry both;
+    anything else is looked up first (`resolve`, the source's own query)."""
+
+    node_class: type
+
+    def _ref(self, ref: Any) -> Any:
+        if isinstance(ref, self.node_class):
+            return ref
+        found = self.resolve(ref)
+        if found is None:
+            raise NodeNotFound(f"no such node: {ref!r}")
+        return found
+
+    def node_id(self, ref: Any) -> str:
+        return self._ref(ref).node_id
+
+    def node_type(self, ref: Any) -> str:
+        return self._ref(ref).node_type
+
+
 def ranked_neighbours(graph, index: int, relation: str, top_k: int) -> tuple[np.ndarray, int]:
     """Top-k neighbour indices by edge weight (or by their degree), and the full count."""
     neighbours = np.asarray(graph.neighbor_indices(index, relation), dtype=np.int64)
@@ -286,11 +316,7 @@ class StoreSource:
     def iter_nodes(self, batch: int = 4096) -> Iterator[list[tuple[str, str, str]]]:
         graph = self.graph
         for node_type in graph.node_types:
-            if hasattr(graph, "type_indices"):
-                indices = graph.type_indices(node_type)
-            else:
-                start, stop = graph.type_range(node_type)
-                indices = np.arange(start, stop, dtype=np.int64)
+            indices = type_indices(graph, node_type)
             for first in range(0, len(indices), batch):
                 part = indices[first : first + batch]
                 ids = graph.node_ids(part)

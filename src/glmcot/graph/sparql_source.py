@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from glmcot.graph.cypher_source import MAX_ID_CHARS, relation_error
-from glmcot.graph.errors import FeatureNotFound, NodeNotFound
-from glmcot.graph.graph_source import ChunkRelation, ChunkView, Neighbours, Schema, SourceUnavailable
+from glmcot.graph.errors import FeatureNotFound
+from glmcot.graph.graph_source import (ChunkRelation, ChunkView, LiveNodeRefs, Neighbours, Schema,
+                                       SourceUnavailable)
 
 NS = "urn:glmcot:"
 NODE, TYPE, FEATURE, REL = NS + "node:", NS + "type:", NS + "feature:", NS + "rel:"
@@ -174,8 +175,10 @@ class SparqlNode:
     absent: frozenset[str]
 
 
-class SparqlSource:
+class SparqlSource(LiveNodeRefs):
     """A `GraphSource` over a SPARQL endpoint laid out by `glmcot graph export`."""
+
+    node_class = SparqlNode
 
     def __init__(self, client: SparqlClient):
         self.client = client
@@ -223,20 +226,6 @@ class SparqlSource:
         for name in nulls:
             features[name] = None
         return SparqlNode(node_id, iri, node_type, features, frozenset(absent))
-
-    def _ref(self, ref: Any) -> SparqlNode:
-        if isinstance(ref, SparqlNode):
-            return ref
-        found = self.resolve(ref)
-        if found is None:
-            raise NodeNotFound(f"no such node: {ref!r}")
-        return found
-
-    def node_id(self, ref: SparqlNode) -> str:
-        return self._ref(ref).node_id
-
-    def node_type(self, ref: SparqlNode) -> str:
-        return self._ref(ref).node_type
 
     def features(self, ref: SparqlNode) -> dict[str, Any]:
         node = self._ref(ref)
