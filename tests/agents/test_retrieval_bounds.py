@@ -20,21 +20,15 @@ class Echo:
 
 
 class TextGraph:
-    """The part of Graph that LexicalRetriever reads."""
-
-    node_types = ["t"]
+    """The part of a GraphSource that LexicalRetriever reads: every node's main text."""
 
     def __init__(self, texts):
         self.texts = texts
 
-    def type_range(self, node_type):
-        return 0, len(self.texts)
-
-    def text_at(self, index):
-        return self.texts[index]
-
-    def node_id(self, index):
-        return f"n{index}"
+    def iter_nodes(self, batch=4096):
+        rows = [(f"n{index}", "t", text) for index, text in enumerate(self.texts)]
+        for first in range(0, len(rows), batch):
+            yield rows[first : first + batch]
 
 
 def test_long_queries_are_refused_with_a_clear_error():
