@@ -53,7 +53,8 @@ def build(config: TrainConfig, out: str | Path, work_dir: str | Path, *, preset_
         "seed": config.seed,
         "data": {"train_seeds": list(config.data.train_seeds), "eval_seeds": list(config.data.eval_seeds),
                  "domains": list(config.data.domains), "questions_per_template": config.data.questions_per_template,
-                 "fault_rate": config.data.fault_rate, **collected.counts, "dropped_too_long": result.dropped_long},
+                 "fault_rate": config.data.fault_rate, "graphcot_seeds": list(config.data.graphcot_seeds),
+                 "copy_drills": config.data.copy_drills, "made_up_drills": config.data.made_up_drills, **collected.counts, "dropped_too_long": result.dropped_long},
         "shape": asdict(config.shape),
         "parameters": result.parameters,
         "steps": result.steps,
@@ -66,7 +67,8 @@ def build(config: TrainConfig, out: str | Path, work_dir: str | Path, *, preset_
         "data_wall_s": round(data_s, 1),
         "hyper": {"learning_rate": config.learning_rate, "batch_tokens": config.batch_tokens, "max_length": config.max_length,
                   "warmup_steps": config.warmup_steps, "weight_decay": config.weight_decay, "max_steps": config.max_steps,
-                  "max_minutes": config.max_minutes, "epochs": config.epochs, "device": config.device},
+                  "max_minutes": config.max_minutes, "epochs": config.epochs, "device": config.device,
+                  "time_schedule": config.time_schedule, "copy_weight": config.copy_weight, "threads": config.threads},
         "label": "glmcot-mini, trained on synthetic data (scripted-policy traces)",
     }
     write_checkpoint(out, result.model, tokenizer, training, {"loss.png": work / "loss.png", "train_log.json": work / "train_log.json"})
