@@ -141,24 +141,33 @@ def register(app: typer.Typer) -> None:
         max_steps: Optional[int] = typer.Option(None, help="Step limit of the agent [default 10]."),
         device: Optional[str] = typer.Option(None, help="Native engine device: auto, cpu, cuda."),
         as_json: bool = typer.Option(False, "--json", help="Print the answer and trace as JSON."),
+        scripted: bool = typer.Option(False, "--scripted", help="The scripted policy answers from the question's gold plan (no model: shows the system, not model accuracy). The question must be in --questions (by text or qid)."),
+        questions: Optional[Path] = typer.Option(None, "--questions", help="With --scripted: the questions.jsonl holding the gold plans [default: GRAPH/questions.jsonl]."),
         config_file: Optional[Path] = typer.Option(None, "--config", help=_CONFIG_HELP),
     ) -> None:
-        """Answer one question over a graph with your model (a local checkpoint or a server)."""
+        """Answer one question over a graph with your model (a local checkpoint or a server), or
+        with the scripted policy (--scripted).
+
+        Exit codes: 0 an answer; 1 no answer because the LLM failed (backend_error); 3 no answer
+        for another reason (the failure category is printed: unexpected_output, retrieval_error,
+        code_error, step_limit...); 2 bad arguments or setup."""
         with _errors():
-            from glmcot.eval.ask import ask
+            from glmcot.eval.ask import ask, ask_exit_code
 
             if method not in ("glm", "graphcot", "graphcot-repaired"):
                 raise typer.BadParameter("choose glm, graphcot or graphcot-repaired", param_hint="--method")
-            _backend_choice(model, llm, False, llm_model)
+            _backend_choice(model, llm, scripted, llm_model)
             config = _config({"model": model, "llm": llm, "llm_model": llm_model, "llm_api_key": llm_api_key, "max_steps": max_steps,
                               "device": device, "llm_timeout": llm_timeout, "llm_retries": llm_retries},
                              config_file)
-            if not config.model and not config.llm:
-                raise typer.BadParameter("give --model PATH (local checkpoint) or --llm URL "
-                                         "(OpenAI-compatible server), or set GLMCOT_MODEL / GLMCOT_LLM")
-            data = ask(question, graph, method, config, trace=trace, as_json=as_json)
-            if data.get("failure") == "backend_error":   # no answer because the LLM failed
-                raise typer.Exit(1)
+            if not scripted and not config.model and not config.llm:
+                raise typer.BadParameter("give --model PATH (local checkpoint, or glmcot-mini), --llm URL "
+                                         "(OpenAI-compatible server) or --scripted, or set GLMCOT_MODEL / GLMCOT_LLM")
+            if questions is not None and not scripted:
+                raise typer.BadParameter("--questions goes with --scripted", param_hint="--questions")
+            plans = (questions or graph / "questions.jsonl") if scripted else None
+            data = ask(question, graph, method, config, trace=trace, as_json=as_json, scripted_questions=plans)
+            raise typer.Exit(ask_exit_code(data))
 
     @app.command("eval")
     def eval_command(

@@ -21,6 +21,7 @@ def register(app: typer.Typer) -> None:
         seed: Optional[int] = typer.Option(None, "--seed", help="Model initialisation and batch order seed."),
         threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
         device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda (the preset's otherwise)."),
+        reuse_data: bool = typer.Option(False, "--reuse-data", help="Reuse the work folder's examples and tokenizer when an earlier build with the same data settings completed them."),
         as_json: bool = typer.Option(False, "--json", help="Print training.json when done."),
     ) -> None:
         """Trains glmcot-mini on the scripted policy's GLM calls over synthetic graphs and writes a
@@ -50,6 +51,6 @@ def register(app: typer.Typer) -> None:
                                     description=f"train-mini: loss {entry['loss']:.3f}")
 
             record = build(config, target, work, preset_name=preset, say=progress.console.print,
-                           on_train=on_train)
+                           on_train=on_train, reuse_data=reuse_data)
         if as_json:
             sys.stdout.write(json.dumps(record, indent=2) + "\n")
