@@ -19,7 +19,9 @@ def register(app: typer.Typer) -> None:
         max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Stop training at this wall time (preset's cap otherwise)."),
         max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after this many optimiser steps."),
         seed: Optional[int] = typer.Option(None, "--seed", help="Model initialisation and batch order seed."),
-        threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
+        threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads (1 is faster on a machine loaded by other work: no thread waits for a descheduled peer)."),
+        batch_tokens: Optional[int] = typer.Option(None, "--batch-tokens", help="Padded tokens per optimiser step (the preset's otherwise)."),
+        glm_only: bool = typer.Option(False, "--glm-only", help="Train on the GLM agents' calls only (leave Graph-CoT's out)."),
         device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda (the preset's otherwise)."),
         reuse_data: bool = typer.Option(False, "--reuse-data", help="Reuse the work folder's examples and tokenizer when an earlier build with the same data settings completed them."),
         as_json: bool = typer.Option(False, "--json", help="Print training.json when done."),
@@ -31,7 +33,8 @@ def register(app: typer.Typer) -> None:
         from glmcot.mini.pipeline import build
 
         try:
-            config = make_preset(preset, max_minutes=max_minutes, max_steps=max_steps, seed=seed, threads=threads, device=device)
+            config = make_preset(preset, max_minutes=max_minutes, max_steps=max_steps, seed=seed, threads=threads, device=device,
+                                 batch_tokens=batch_tokens, skip_agents=("graphcot-thought", "graphcot-action") if glm_only else None)
         except ValueError as error:
             raise typer.BadParameter(str(error), param_hint="--preset") from None
         target = out or default_path()

@@ -49,6 +49,8 @@ class TrainConfig:
     time_schedule: bool = False
     # Loss weight of reply tokens inside a RetrieveNode argument copied from the prompt.
     copy_weight: float = 1.0
+    # Agents whose calls are left out of training (e.g. Graph-CoT's, to spend a short budget on GLM's).
+    skip_agents: tuple[str, ...] = ()
     epochs: int = 8
     log_every: int = 10
     eval_every: int = 100

@@ -83,7 +83,8 @@ def build(config: TrainConfig, out: str | Path, work_dir: str | Path, *, preset_
         "hyper": {"learning_rate": config.learning_rate, "batch_tokens": config.batch_tokens, "max_length": config.max_length,
                   "warmup_steps": config.warmup_steps, "weight_decay": config.weight_decay, "max_steps": config.max_steps,
                   "max_minutes": config.max_minutes, "epochs": config.epochs, "device": config.device,
-                  "time_schedule": config.time_schedule, "copy_weight": config.copy_weight, "threads": config.threads},
+                  "time_schedule": config.time_schedule, "copy_weight": config.copy_weight, "threads": config.threads,
+                  "skip_agents": list(config.skip_agents)},
         "label": "glmcot-mini, trained on synthetic data (scripted-policy traces)",
     }
     write_checkpoint(out, result.model, tokenizer, training, {"loss.png": work / "loss.png", "train_log.json": work / "train_log.json"})

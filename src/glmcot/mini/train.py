@@ -170,6 +170,7 @@ def train(config: TrainConfig, train_examples: list[Example], eval_examples: lis
         torch.set_num_threads(config.threads)
     eos_id = tokenizer.token_to_id("<|endoftext|>")
     pad_id = eos_id
+    train_examples = [example for example in train_examples if example.agent not in config.skip_agents]
     encoded = [encode(example, tokenizer, eos_id, config.copy_weight) for example in train_examples]
     kept = [item for item in encoded if len(item.ids) <= config.max_length]
     if not kept:
