@@ -31,15 +31,17 @@ class MiniAnswer:
 
 
 def choose_checkpoint(choice: str) -> tuple[Path | None, str]:
-    """(folder or None, why none). `auto`: the default folder when it is built; `off`: none; else a
-    checkpoint folder or `glmcot-mini`, which must exist (FileNotFoundError naming the build command)."""
-    from glmcot.mini.checkpoint import BUILD_COMMAND, default_path, resolve
+    """(folder or None, why none). `auto`: the built default folder, else the shipped checkpoint;
+    `off`: none; else a checkpoint folder or `glmcot-mini`, which must exist (FileNotFoundError
+    naming the build command)."""
+    from glmcot.mini import MODEL_NAME
+    from glmcot.mini.checkpoint import BUILD_COMMAND, resolve
 
     if choice == OFF:
         return None, "turned off (--mini off)"
     if choice == AUTO:
         try:
-            return resolve(str(default_path())), ""
+            return resolve(MODEL_NAME), ""
         except FileNotFoundError:
             return None, f"not built; `{BUILD_COMMAND}` builds it (then the demo shows it deciding)"
     return resolve(choice), ""
