@@ -145,3 +145,28 @@ def test_graphcot_action_grammar_holds_ids_and_schema_names(parts):
     assert accepts(compiler, grammar, "RetrieveNode[Deep Nets]") and accepts(compiler, grammar, "Finish[Ada Park]")
     assert not accepts(compiler, grammar, "NeighbourCheck[0123456789abcdef01234567, authors]")
     assert not accepts(compiler, grammar, "NeighbourCheck[ffff, author]")  # an id the scratchpad never showed
+
+
+def test_ask_constrained_keeps_every_reply_in_its_agents_form(built):
+    import json
+
+    from typer.testing import CliRunner
+
+    from glmcot.cli import app
+
+    root, _ = built
+    graph = root / "work" / "graphs" / "dblp-1001" / "graph"
+    question = 'Who are the authors of "Graph Learning"?'
+    result = CliRunner().invoke(app, ["ask", question, "--graph", str(graph), "--model", str(root / "ckpt"), "--max-steps", "2",
+                                      "--constrained", "--question-spans", "--json", "--trace"])
+    data = json.loads(result.stdout[result.stdout.index("{"):])
+    assert result.exit_code == (0 if data["answer"] else 3), result.output
+    events = data["trace"]
+    assert next(e for e in events if e["type"] == "classify")["parsed"] is True  # the label is always readable
+    replies = [e for e in events if e["type"] == "llm"]
+    assert replies
+    for event in replies:
+        for argument in re.findall(r'RetrieveNode\("([^"]*)"\)', event["response"]["text"]):
+            assert argument in question
+    bad = CliRunner().invoke(app, ["ask", question, "--graph", str(graph), "--model", str(root / "ckpt"), "--question-spans"])
+    assert bad.exit_code == 2 and "--constrained" in bad.output

@@ -133,7 +133,7 @@ def scripted_record(question: str, path: Path):
 
 
 def ask(question: str, graph_path: Path, method: str, config: EvalConfig, *, trace: bool = False,
-        as_json: bool = False, scripted_questions: Path | None = None) -> dict[str, Any]:
+        as_json: bool = False, scripted_questions: Path | None = None, grammar: Any = None) -> dict[str, Any]:
     """Answers one question; with `scripted_questions` the scripted policy answers from the
     question's gold plan in that file (a system demonstration, not model accuracy)."""
     from glmcot.eval import systems
@@ -152,7 +152,7 @@ def ask(question: str, graph_path: Path, method: str, config: EvalConfig, *, tra
     with contextlib.ExitStack() as stack:
         with console.status(f"loading the graph and {systems.describe_backend(config, scripted)}"):
             system = stack.enter_context(systems.open_system(config, graph=graph_path,
-                                                             scripted_questions=scripted_questions))
+                                                             scripted_questions=scripted_questions, grammar=grammar))
         answer_fn = systems.method_answer_fn(method, system, config)
         with console.status(f"{method} is answering"):
             result = answer_fn(record)

@@ -143,6 +143,8 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print the answer and trace as JSON."),
         scripted: bool = typer.Option(False, "--scripted", help="The scripted policy answers from the question's gold plan (no model: shows the system, not model accuracy). The question must be in --questions (by text or qid)."),
         questions: Optional[Path] = typer.Option(None, "--questions", help="With --scripted: the questions.jsonl holding the gold plans [default: GRAPH/questions.jsonl]."),
+        constrained: bool = typer.Option(False, "--constrained", help="Constrained decoding (beyond the paper): each agent's reply decoded under its grammar, relations and features from the graph's schema (native engine; vLLM structured outputs when the server takes them)."),
+        question_spans: bool = typer.Option(False, "--question-spans", help="With --constrained: RetrieveNode's text must be a span of the question (native engine)."),
         config_file: Optional[Path] = typer.Option(None, "--config", help=_CONFIG_HELP),
     ) -> None:
         """Answer one question over a graph with your model (a local checkpoint or a server), or
@@ -166,7 +168,14 @@ def register(app: typer.Typer) -> None:
             if questions is not None and not scripted:
                 raise typer.BadParameter("--questions goes with --scripted", param_hint="--questions")
             plans = (questions or graph / "questions.jsonl") if scripted else None
-            data = ask(question, graph, method, config, trace=trace, as_json=as_json, scripted_questions=plans)
+            if question_spans and not constrained:
+                raise typer.BadParameter("--question-spans goes with --constrained", param_hint="--question-spans")
+            grammar = None
+            if constrained and not scripted:
+                from glmcot.agents.grammar import GrammarSettings
+
+                grammar = GrammarSettings(question_spans=question_spans)
+            data = ask(question, graph, method, config, trace=trace, as_json=as_json, scripted_questions=plans, grammar=grammar)
             raise typer.Exit(ask_exit_code(data))
 
     @app.command("eval")
