@@ -170,3 +170,37 @@ def test_ask_constrained_keeps_every_reply_in_its_agents_form(built):
             assert argument in question
     bad = CliRunner().invoke(app, ["ask", question, "--graph", str(graph), "--model", str(root / "ckpt"), "--question-spans"])
     assert bad.exit_code == 2 and "--constrained" in bad.output
+
+
+def test_grammar_benchmark_compares_free_and_constrained_decoding_in_one_run(built, tmp_path):
+    import json
+
+    from glmcot.benchmarks.grammar import main
+
+    root, _ = built
+    out = tmp_path / "grammar.json"
+    main(["--model", str(root / "ckpt"), "--graph", str(root / "work" / "graphs" / "dblp-1001"), "--questions", "1",
+          "--rounds", "1", "--max-tokens", "16", "--out", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert set(rows) == {"free", "grammar", "grammar+spans"}
+    assert rows["free"]["grammars_compiled"] == 0 and rows["free"]["mask_ms_per_token"] == 0.0
+    assert rows["grammar"]["grammars_compiled"] == 2 and rows["grammar"]["mask_ms_per_token"] > 0
+    assert rows["grammar+spans"]["grammars_compiled"] == 1  # the act grammar with spans; classify's is cached
+    assert all(row["tokens"] > 0 for row in rows.values())
+
+
+def test_mini_benchmark_runs_each_decoding_variant_on_the_same_questions(built, tmp_path):
+    import json
+
+    from glmcot.benchmarks.mini import main
+
+    root, _ = built
+    out = tmp_path / "bench.json"
+    main(["--model", str(root / "ckpt"), "--domains", "dblp", "--limit", "1", "--max-tokens", "24", "--max-rounds", "1",
+          "--methods", "glm", "--grbench-per-template", "0", "--no-ceiling", "--decoding", "free,spans",
+          "--data-dir", str(root / "work" / "graphs"), "--out", str(out)])
+    variants = json.loads(out.read_text())["variants"]
+    assert set(variants) == {"free", "spans"}
+    free, spans = variants["free"], variants["spans"]
+    assert free["held_out"]["dblp"]["questions"] == spans["held_out"]["dblp"]["questions"] == 1
+    assert free["decode_cost"]["grammar_masked_steps"] == 0 < spans["decode_cost"]["grammar_masked_steps"]

@@ -8,4 +8,4 @@ their commands are in docs/benchmarks.md. Speed is only ever compared against a 
 
 NAMES = ("graph", "engine", "engine_kernels", "engine_gpu", "codesign", "codesign_sweep", "codesign_repeats",
          "agents", "serve", "graph_update",
-         "vllm_codesign", "vllm_plugin_overhead", "vllm_eval", "serve_vs_vllm", "mini")
+         "vllm_codesign", "vllm_plugin_overhead", "vllm_eval", "serve_vs_vllm", "mini", "grammar")

@@ -13,7 +13,7 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("train-mini")
     def train_mini(
-        preset: str = typer.Option("cpu", "--preset", help="tiny (tests, seconds), cpu (about 40 minutes on 2 idle cores, capped at 50) or gpu."),
+        preset: str = typer.Option("cpu", "--preset", help="tiny (tests, seconds), cpu (at most 60 minutes of training on 2 cores, one thread) or gpu."),
         out: Optional[Path] = typer.Option(None, "--out", help="Checkpoint folder (default: <cache dir>/models/glmcot-mini)."),
         work_dir: Optional[Path] = typer.Option(None, "--work-dir", help="Graphs and examples (default: OUT.work beside the checkpoint)."),
         max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Stop training at this wall time (preset's cap otherwise)."),
