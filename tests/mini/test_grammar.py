@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from glmcot.agents.grammar import (CLASSIFY_EBNF, CLASSIFY_PLAN_EBNF, REASON_EBNF, FAITHFUL_KEY, GrammarBackend,
+from glmcot.agents.grammar import (CLASSIFY_EBNF, CLASSIFY_PLAN_EBNF, REASON_EBNF, FAITHFUL_METHOD, GrammarBackend,
                                    GrammarSettings, GraphVocabulary, act_grammar, graphcot_action_grammar,
                                    prompt_ids, question_spans, request_grammar)
 from glmcot.contract import Level, Segment
@@ -121,17 +121,17 @@ def test_grammar_backend_constrains_each_agent_but_never_the_faithful_graphcot()
     inner = _Recorder()
     backend = GrammarBackend(inner, vocabulary, GrammarSettings(question_spans=True))
 
-    def call(agent, key="p", text="Needed: who wrote \"Deep Nets\"?\n", stop=()):
-        backend.complete(LLMRequest([Segment("shared", Level.SHARED_PROMPT, key), Segment(text, Level.TRANSIENT)],
-                                    stop=list(stop), metadata={"agent": agent}))
+    def call(agent, method="glm", text="Needed: who wrote \"Deep Nets\"?\n", stop=()):
+        backend.complete(LLMRequest([Segment("shared", Level.SHARED_PROMPT), Segment(text, Level.TRANSIENT)],
+                                    stop=list(stop), metadata={"agent": agent, "method": method}))
         return inner.requests[-1].grammar
 
     assert call("classify").ebnf == CLASSIFY_EBNF and call("classify", stop=["</missing>"]).ebnf == CLASSIFY_PLAN_EBNF
     assert call("reason").ebnf == REASON_EBNF
     act = call("act")
     assert act.choices is not None and "Deep Nets" in act.choices.choices and '"paper"' in act.ebnf
-    assert call("graphcot-action", key="graphcot/dblp").name == "graphcot-action"
-    assert call("graphcot-action", key=f"{FAITHFUL_KEY}/dblp@x") is None
+    assert call("graphcot-action", method="graphcot-repaired").name == "graphcot-action"
+    assert call("graphcot-action", method=FAITHFUL_METHOD) is None
     assert call("graphcot-thought") is None
     assert request_grammar(LLMRequest([], forced_text="x", metadata={"agent": "act"}), vocabulary, GrammarSettings()) is not None
     backend.complete(LLMRequest([], forced_text="<code>\n</code>", metadata={"agent": "act"}))
@@ -164,7 +164,7 @@ def test_ask_constrained_keeps_every_reply_in_its_agents_form(built):
     events = data["trace"]
     assert next(e for e in events if e["type"] == "classify")["parsed"] is True  # the label is always readable
     replies = [e for e in events if e["type"] == "llm"]
-    assert replies
+    assert replies and all(e["metadata"]["method"] == "glm" for e in replies)  # what GrammarBackend reads
     for event in replies:
         for argument in re.findall(r'RetrieveNode\("([^"]*)"\)', event["response"]["text"]):
             assert argument in question

@@ -11,8 +11,8 @@ grammar of what it may say.
   RetrieveNode's text must be a span of words of the question the prompt holds.
 - Graph-CoT's action line (method `graphcot-repaired` only): one bracket action with a schema
   relation or feature and, when the scratchpad shows ids, one of them. The faithful `graphcot`
-  never runs under a grammar: its requests carry the original prompt's key (`graphcot-original`),
-  which `GrammarBackend` leaves alone, so its figures stay comparable with the original.
+  never runs under a grammar: its requests name their method (`metadata["method"]`), and
+  `GrammarBackend` leaves that method's calls alone, so its figures stay comparable with the original.
 
 The schema part of each grammar is built once per graph vocabulary and cached; the engine compiles
 each distinct grammar text once. Grammars over-approximate what the sandbox takes (it still checks
@@ -29,7 +29,7 @@ from glmcot.agents.sandbox.policy import BUILTINS, METHODS
 from glmcot.llm.types import Choices, Grammar, LLMBackend, LLMRequest, LLMResponse
 
 MAX_DEPTH = 6  # nested blocks (for/while/if) a snippet may open
-FAITHFUL_KEY = "graphcot-original"  # the faithful Graph-CoT's shared prompt key: never constrained
+FAITHFUL_METHOD = "graphcot"  # the faithful Graph-CoT: never constrained
 
 
 @dataclass(frozen=True)
@@ -231,7 +231,7 @@ _NEEDED = re.compile(r"(?:Needed|Question): (.*)")
 def request_grammar(request: LLMRequest, vocabulary: GraphVocabulary, settings: GrammarSettings) -> Grammar | None:
     """The grammar for one agent call (None: decoded freely)."""
     agent = str(request.metadata.get("agent", ""))
-    if request.segments and str(request.segments[0].key or "").startswith(FAITHFUL_KEY):
+    if request.metadata.get("method") == FAITHFUL_METHOD:
         return None  # the faithful Graph-CoT: never constrained
     if agent == "classify" and settings.classify:
         plan = any(stop == "</missing>" for stop in request.stop)
