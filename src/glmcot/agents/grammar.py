@@ -182,15 +182,37 @@ def prompt_ids(prompt: str, limit: int = 64) -> tuple[str, ...]:
     return tuple(seen)
 
 
+# Words a name hardly starts or ends with: spans with one at an edge are left out, so a small
+# model cannot settle for "the authors of". A capitalised article may start a title ("The Quiet
+# Harbour") unless it opens the question.
+_EDGE_WORDS = frozenset("""a an the of in on at by for to from with and or is are was were be do does did who whom whose what
+which when where how many much me my you your can could please tell inform list name give show that this these those
+there their its it as has have had any all some""".split())
+
+
+def _edge_ok(word: str, first_of_question: bool) -> bool:
+    bare = word.strip("\"'“”,;:()?.!")
+    if not bare:
+        return False
+    if bare.lower() not in _EDGE_WORDS:
+        return True
+    return bare[0].isupper() and bare.lower() in ("a", "an", "the") and not first_of_question
+
+
 def question_spans(question: str, max_words: int = 16) -> tuple[str, ...]:
-    """Word spans of the question (up to `max_words` words) that RetrieveNode's text may be; each
-    quoted passage is also a span, so a title in quotes is always reachable whole."""
+    """Word spans of the question (up to `max_words` words, not starting or ending with a
+    function word) that RetrieveNode's text may be; each quoted passage is also a span, so a
+    title in quotes is always reachable whole."""
     words = question.strip().rstrip("?.!").split()
     spans: dict[str, None] = {}
     for match in _QUOTED.finditer(question):
         spans.setdefault(match.group(1), None)
     for start in range(len(words)):
+        if not _edge_ok(words[start], start == 0):
+            continue
         for end in range(start + 1, min(len(words), start + max_words) + 1):
+            if not _edge_ok(words[end - 1], end - 1 == 0) and not (end - 1 == start and words[start][:1].isupper()):
+                continue
             span = " ".join(words[start:end]).strip("\"'“”,;:()")
             if len(span) >= 2 and '"' not in span and "\\" not in span:
                 spans.setdefault(span, None)
