@@ -134,3 +134,12 @@ def test_eval_runs_every_graphcot_and_glm_on_a_real_shaped_grbench_file(tmp_path
         rows = {row["qid"]: row for row in map(json.loads, (out / f"{method}.jsonl").read_text().splitlines())}
         assert rows["fx-0"]["model_answer"] == "3", (method, rows["fx-0"])  # the dangling ids count
         assert rows["fx-1"]["model_answer"] == "Ada Lovelace", (method, rows["fx-1"])
+
+
+def test_ask_exit_code_tells_an_answer_from_none():
+    from glmcot.eval.ask import ask_exit_code
+
+    assert ask_exit_code({"answer": "Ada Park", "failure": None}) == 0
+    assert ask_exit_code({"answer": "", "failure": "backend_error"}) == 1
+    assert ask_exit_code({"answer": "", "failure": "retrieval_error"}) == 3
+    assert ask_exit_code({"answer": None, "failure": "step_limit"}) == 3
