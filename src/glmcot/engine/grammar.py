@@ -64,15 +64,18 @@ class GrammarState:
 
     def mask(self, row: Any) -> None:
         """Sets the logits of every token the grammar forbids to -inf (in place; row: [vocab])."""
+        import torch
         import xgrammar
 
         started = time.perf_counter()
-        if not self.matcher.is_terminated():
-            self.matcher.fill_next_token_bitmask(self.bitmask)
-            xgrammar.apply_token_bitmask_inplace(row.unsqueeze(0), self.bitmask, vocab_size=row.shape[-1])
-            written = self.open_choice()
-            if written is not None:
-                self._mask_choices(row, written)
+        # the engine's logits may be inference tensors: update them in place only in inference mode
+        with torch.inference_mode():
+            if not self.matcher.is_terminated():
+                self.matcher.fill_next_token_bitmask(self.bitmask)
+                xgrammar.apply_token_bitmask_inplace(row.unsqueeze(0), self.bitmask, vocab_size=row.shape[-1])
+                written = self.open_choice()
+                if written is not None:
+                    self._mask_choices(row, written)
         self.owner.count(time.perf_counter() - started)
 
     def _mask_choices(self, row: Any, written: str) -> None:

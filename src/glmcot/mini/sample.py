@@ -30,7 +30,8 @@ class SampleScore:
 
 def score_sample(checkpoint: str | Path, work_dir: str | Path, *, domain: str = "dblp", seed: int = 1001,
                  per_template: int = 1, constrained: bool = False) -> SampleScore:
-    """One question per template of the held-out graph (domain, seed), answered by the GLM agents."""
+    """One question per template of the held-out graph (domain, seed), answered by the GLM agents
+    (`constrained`: under their grammars, RetrieveNode held to spans of the question)."""
     from glmcot.agents import AgentContext
     from glmcot.agents.config import AgentConfig
     from glmcot.agents.grammar import GrammarBackend, GrammarSettings, GraphVocabulary
@@ -51,7 +52,8 @@ def score_sample(checkpoint: str | Path, work_dir: str | Path, *, domain: str = 
     backend = mini_backend(str(checkpoint), num_threads=1)
     context = AgentContext(graph, retriever="lexical", workers=1, domain=domain)
     try:
-        answering = GrammarBackend(backend, GraphVocabulary.of(context.graph), GrammarSettings()) if constrained else backend
+        answering = (GrammarBackend(backend, GraphVocabulary.of(context.graph), GrammarSettings(question_spans=True))
+                     if constrained else backend)
         config = AgentConfig(domain=domain, max_rounds=3, act_max_tokens=160, reason_max_tokens=160, classify_max_tokens=64)
         results = run_questions(chosen, method="glm", backend=answering, context=context, config=config, concurrency=1, traces=None)
     finally:
