@@ -89,12 +89,36 @@ def test_eval_scripted_both_methods_then_resume(tmp_path: Path, cache_env, dblp)
     assert all(s["answered_now"] == 0 and s["resumed"] == 2 for s in _json(again.stdout)["methods"].values())
 
 
-def test_ask_with_random_weights_shows_trace_and_no_traceback(cache_env, dblp):
+def test_ask_with_random_weights_shows_trace_and_exits_3_without_an_answer(cache_env, dblp):
     result = CliRunner().invoke(app, ["ask", "Who wrote the paper about swarm robotics?", "--graph", str(dblp),
-                                      "--model", "random:qwen3:tiny", "--trace"], env=cache_env)
+                                      "--model", "random:qwen3:tiny", "--trace", "--json"], env=cache_env)
+    data = _json(result.stdout)
+    # random weights write no readable reply: no answer, a failure category, and a non-zero exit
+    assert data["answer"] in (None, "") and data["failure"] in ("unexpected_output", "retrieval_error", "code_error", "step_limit")
+    assert result.exit_code == 3, result.output
+    assert any(event.get("type") == "llm" for event in data["trace"]) and "Traceback" not in result.output
+
+
+def test_ask_scripted_answers_a_question_of_the_file_from_its_gold_plan(cache_env, dblp):
+    from glmcot.data.questions import read_questions
+
+    record = read_questions(dblp / "questions.jsonl")[0]
+    result = CliRunner().invoke(app, ["ask", record.question.upper(), "--graph", str(dblp), "--scripted", "--json"], env=cache_env)
     assert result.exit_code == 0, result.output
-    assert "trace" in result.output and "LLM classify" in result.output
-    assert "answer:" in result.output and "Traceback" not in result.output
+    data = _json(result.stdout)
+    assert data["answer"] == data["gold_answer"] == record.answer and data["failure"] in (None, "")
+    assert "SCRIPTED POLICY" in result.output
+    by_qid = CliRunner().invoke(app, ["ask", record.qid, "--graph", str(dblp), "--scripted"], env=cache_env)
+    assert by_qid.exit_code == 0 and f"answer: {record.answer}" in " ".join(by_qid.output.split())
+
+
+def test_ask_scripted_refuses_a_question_without_a_gold_plan_in_one_line(cache_env, dblp, tmp_path):
+    result = CliRunner().invoke(app, ["ask", "What is the weather?", "--graph", str(dblp), "--scripted"], env=cache_env)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "only the questions of" in " ".join(result.output.split())
+    missing = CliRunner().invoke(app, ["ask", "x", "--graph", str(dblp), "--scripted", "--questions", str(tmp_path / "none.jsonl")],
+                                 env=cache_env)
+    assert missing.exit_code == 2 and "no questions file" in " ".join(missing.output.split())
 
 
 def test_ask_against_a_server_that_is_not_there_fails_at_once_in_one_line(cache_env, dblp):
@@ -124,3 +148,12 @@ def test_eval_runs_every_graphcot_and_glm_on_a_real_shaped_grbench_file(tmp_path
         rows = {row["qid"]: row for row in map(json.loads, (out / f"{method}.jsonl").read_text().splitlines())}
         assert rows["fx-0"]["model_answer"] == "3", (method, rows["fx-0"])  # the dangling ids count
         assert rows["fx-1"]["model_answer"] == "Ada Lovelace", (method, rows["fx-1"])
+
+
+def test_ask_exit_code_tells_an_answer_from_none():
+    from glmcot.eval.ask import ask_exit_code
+
+    assert ask_exit_code({"answer": "Ada Park", "failure": None}) == 0
+    assert ask_exit_code({"answer": "", "failure": "backend_error"}) == 1
+    assert ask_exit_code({"answer": "", "failure": "retrieval_error"}) == 3
+    assert ask_exit_code({"answer": None, "failure": "step_limit"}) == 3

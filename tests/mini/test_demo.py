@@ -34,3 +34,17 @@ def test_demo_with_a_missing_mini_checkpoint_says_how_to_build_it_before_running
                                       "--mini", str(tmp_path / "nowhere")], env=_env(tmp_path))
     assert result.exit_code == 2
     assert "glmcot train-mini" in result.output and not (tmp_path / "demo" / "results.json").exists()
+
+
+def test_table1_puts_glmcot_mini_after_each_domains_scripted_rows():
+    from glmcot.eval.mini_demo import MINI_METHOD, MiniAnswer, table1_with_mini
+
+    rows = [{"method": m, "domain": d, "questions": 2} for d in ("dblp", "amazon") for m in ("graphcot", "glm")]
+    answers = [MiniAnswer("dblp", "q1", "Q?", "A", "A", True, True, None, 3, None, 0.5),
+               MiniAnswer("dblp", "q2", "Q2?", "", "B", False, False, None, 5, "retrieval_error", 1.5)]
+    merged = table1_with_mini(rows, answers)
+    assert [(r["domain"], r["method"]) for r in merged] == [("dblp", "graphcot"), ("dblp", "glm"), ("dblp", MINI_METHOD),
+                                                            ("amazon", "graphcot"), ("amazon", "glm")]
+    mini = merged[2]
+    assert mini["em_count"] == 1 and mini["questions"] == 2 and mini["llm_calls_per_question"] == 4.0
+    assert table1_with_mini(rows, []) == rows

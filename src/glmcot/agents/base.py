@@ -79,7 +79,8 @@ class QuestionRun:
         temperature: float = 0.0,
         on_line: Callable[[str], None] | None = None,
     ) -> LLMResponse:
-        metadata = {"qid": self.qid if self.qid is not None else self.session, "agent": agent, "step": step, "attempt": attempt}
+        metadata = {"qid": self.qid if self.qid is not None else self.session, "agent": agent, "step": step, "attempt": attempt,
+                    "method": self.result.method}
         request = LLMRequest(
             segments=segments,
             max_tokens=max_tokens,

@@ -8,4 +8,4 @@ their commands are in docs/benchmarks.md. Speed is only ever compared against a 
 
 NAMES = ("graph", "engine", "engine_kernels", "engine_gpu", "codesign", "codesign_sweep", "codesign_repeats",
          "agents", "serve", "graph_update", "graph_sources",
-         "vllm_codesign", "vllm_plugin_overhead", "vllm_eval", "serve_vs_vllm", "mini", "kvsim")
+         "vllm_codesign", "vllm_plugin_overhead", "vllm_eval", "serve_vs_vllm", "mini", "kvsim", "grammar")

@@ -127,7 +127,7 @@ def held_out(args, console: Console, backend_for, method: str = "glm") -> dict:
                              graphcot_max_steps=args.graphcot_max_steps, graphcot_max_tokens=args.max_tokens)
         with AgentContext(data, retriever="lexical", workers=1, domain=domain) as context:
             started = time.perf_counter()
-            results = run_questions(records, method=method, backend=backend_for(), context=context, config=config,
+            results = run_questions(records, method=method, backend=backend_for(context), context=context, config=config,
                                     concurrency=args.concurrency, traces=None)
             wall = time.perf_counter() - started
             ceiling = []
@@ -155,6 +155,7 @@ def held_out(args, console: Console, backend_for, method: str = "glm") -> dict:
         for r, gold in zip(results, golds):
             groups["template"][by_qid[r.qid]["template"]].append((r.answer, gold))
             groups["phrasing"][phrasing(by_qid[r.qid], domain)].append((r.answer, gold))
+        row["failure_categories"] = dict(Counter(r.failure for r in results if r.failure))
         row["by_template"] = {t: _scores(pairs) for t, pairs in sorted(groups["template"].items())}
         row["by_phrasing"] = {p: _scores(pairs) for p, pairs in sorted(groups["phrasing"].items())}
         # why the model's calls failed at the backend (e.g. a prompt past its context), a few distinct reasons
@@ -188,7 +189,7 @@ def grbench(args, console: Console, backend_for) -> dict:
         config = AgentConfig(domain=domain, max_rounds=1, max_code_retries=0, act_max_tokens=args.max_tokens,
                              reason_max_tokens=args.max_tokens, classify_max_tokens=64)
         with AgentContext(data, retriever="lexical", workers=1, domain=domain) as context:
-            results = run_questions(records, method="glm", backend=backend_for(), context=context, config=config,
+            results = run_questions(records, method="glm", backend=backend_for(context), context=context, config=config,
                                     concurrency=args.concurrency, traces=None)
         by_qid = {r["qid"]: r for r in records}
         cells = defaultdict(lambda: Counter())
@@ -233,6 +234,74 @@ def held_out_table(rows: dict, part: str, seed: int) -> Table:
     return table
 
 
+VARIANTS = ("free", "grammar", "spans")
+TABLE5 = ("unexpected_output", "retrieval_error", "code_error", "step_limit")
+
+
+def variant_backend(backend, variant: str):
+    """A function of the agent context giving the backend for one decoding variant."""
+    from glmcot.agents.grammar import GrammarBackend, GrammarSettings, GraphVocabulary
+
+    if variant == "free":
+        return lambda context: backend
+    settings = GrammarSettings(question_spans=variant == "spans")
+    return lambda context: GrammarBackend(backend, GraphVocabulary.of(context.graph), settings)
+
+
+def engine_counters(backend) -> dict:
+    """The native engine's counters behind the (compact) backend."""
+    inner = backend
+    while inner is not None and getattr(inner, "engine", None) is None:
+        inner = getattr(inner, "inner", None)
+    engine = getattr(inner, "engine", None)
+    try:
+        return dict(engine.stats()) if engine is not None else {}
+    except Exception:  # counters are informative only
+        return {}
+
+
+def decode_cost(before: dict, after: dict) -> dict:
+    """Decode time per generated token and grammar mask time per masked token, over one variant."""
+    delta = {key: (after.get(key) or 0) - (before.get(key) or 0) for key in
+             ("generated_tokens", "busy_time_s", "grammar_mask_s", "grammar_masked_steps", "grammar_compile_s", "grammars_compiled")}
+    tokens = delta["generated_tokens"]
+    masked = delta["grammar_masked_steps"]
+    return {**delta,
+            "step_ms_per_token": 1000 * delta["busy_time_s"] / tokens if tokens else None,
+            "mask_ms_per_token": 1000 * delta["grammar_mask_s"] / masked if masked else 0.0}
+
+
+def variants_table(variants: dict, seed: int) -> Table:
+    table = Table(title=f"glmcot-mini, GLM agents, held-out seed {seed}: constrained against unconstrained decoding")
+    for column in ("decoding", "n", "EM", "EM seen", "EM held-out wording", *TABLE5, "other failures", "tok/q",
+                   "step ms/token", "mask ms/token", "grammars compiled (s)"):
+        table.add_column(column, justify="right")
+    for name, part in variants.items():
+        rows = part.get("held_out") or {}
+        n = sum(row["questions"] for row in rows.values())
+        if not n:
+            continue
+        em = sum(row["em"] * row["questions"] for row in rows.values()) / n
+        phr = defaultdict(lambda: [0.0, 0])
+        failures: Counter = Counter()
+        tokens = 0.0
+        for row in rows.values():
+            for key, scored in (row.get("by_phrasing") or {}).items():
+                phr[key][0] += scored["em"] * scored["n"]
+                phr[key][1] += scored["n"]
+            failures.update(row.get("failure_categories") or {})
+            tokens += row["tokens_per_question"] * row["questions"]
+        cost = part.get("decode_cost") or {}
+        step = cost.get("step_ms_per_token")
+        table.add_row(name, str(n), f"{em:.2f}",
+                      *(f"{phr[k][0] / phr[k][1]:.2f} ({phr[k][1]})" if phr[k][1] else "-" for k in ("seen", "held-out")),
+                      *(str(failures.get(k, 0)) for k in TABLE5),
+                      str(sum(v for k, v in failures.items() if k not in TABLE5)), f"{tokens / n:.0f}",
+                      f"{step:.2f}" if step else "-", f"{cost.get('mask_ms_per_token', 0.0):.3f}",
+                      f"{cost.get('grammars_compiled', 0)} ({cost.get('grammar_compile_s', 0.0):.1f})")
+    return table
+
+
 def main(argv: list[str] | None = None) -> None:
     stay_offline()
     parser = argparse.ArgumentParser(prog="python -m glmcot.benchmarks.mini", description=__doc__.split("\n\n")[0])
@@ -253,10 +322,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=2, help="Engine CPU threads.")
     parser.add_argument("--device", default="cpu", help="Where the native engine runs the model: cpu or cuda[:N].")
     parser.add_argument("--no-ceiling", dest="ceiling", action="store_false", help="Skip the scripted ceiling.")
+    parser.add_argument("--decoding", default="free",
+                        help="Comma-separated decoding variants, each run on the same questions: free (unconstrained), "
+                             "grammar (every agent under its grammar), spans (grammar, and RetrieveNode's text a span of the question).")
     parser.add_argument("--out", type=Path, default=Path("runs/mini/benchmark.json"), help="JSON report.")
     args = parser.parse_args(argv)
     args.domains = [d.strip() for d in args.domains.split(",") if d.strip()]
     args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    args.decoding = [d.strip() for d in args.decoding.split(",") if d.strip()]
+    if not args.decoding or set(args.decoding) - set(VARIANTS):
+        parser.error(f"--decoding takes {', '.join(VARIANTS)}")
     unknown = sorted(set(args.methods) - {"glm", "graphcot"})
     if unknown or not args.methods:
         parser.error(f"--methods takes glm and/or graphcot, not {', '.join(unknown) or 'nothing'}")
@@ -273,15 +348,26 @@ def main(argv: list[str] | None = None) -> None:
     try:
         report = {"label": LABEL, "model": str(folder), "training": {k: training.get(k) for k in
                   ("command", "parameters", "steps", "tokens_seen", "train_wall_s", "final_eval_loss", "code_version")},
-                  "seed": args.seed, "meaning": "in-distribution skill on GRBench's templates, not general reasoning"}
-        if "glm" in args.methods:
-            report["held_out"] = held_out(args, console, lambda: backend)
-        if "graphcot" in args.methods:
-            report["graphcot"] = held_out(args, console, lambda: backend, method="graphcot")
-        if args.grbench_per_template:
-            report["grbench"] = grbench(args, console, lambda: backend)
+                  "seed": args.seed, "meaning": "in-distribution skill on GRBench's templates, not general reasoning",
+                  "variants": {}}
+        for variant in args.decoding:
+            backend_for = variant_backend(backend, variant)
+            before = engine_counters(backend)
+            part: dict = {}
+            if "glm" in args.methods:
+                part["held_out"] = held_out(args, console, backend_for)
+            if "graphcot" in args.methods:
+                part["graphcot"] = held_out(args, console, backend_for, method="graphcot")
+            if args.grbench_per_template:
+                part["grbench"] = grbench(args, console, backend_for)
+            part["decode_cost"] = decode_cost(before, engine_counters(backend))
+            report["variants"][variant] = part
+            if variant == args.decoding[0]:
+                report.update({k: v for k, v in part.items() if k != "decode_cost"})
     finally:
         backend.close()
+    if len(args.decoding) > 1 or args.decoding != ["free"]:
+        console.print(variants_table(report["variants"], args.seed))
     for method in ("held_out", "graphcot"):
         if report.get(method):
             console.print(held_out_table(report[method], method, args.seed))

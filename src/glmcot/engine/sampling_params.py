@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from glmcot.engine.grammar import Grammar
+
 # Below this a temperature is greedy: dividing logits by it would overflow (1e-300 gives inf/nan),
 # and the distribution is already a point mass at this precision (vLLM uses the same cut-off).
 GREEDY_TEMPERATURE = 1e-5
@@ -27,6 +29,7 @@ class SamplingParams:
     forced_text: str | None = None
     forced_token_ids: list[int] | None = None
     logprobs: int | None = None  # None: off; k: each output token's log-probability and the top k
+    grammar: Grammar | None = None  # constrained decoding: tokens outside it are masked before sampling
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):
@@ -46,6 +49,8 @@ class SamplingParams:
             raise ValueError("max_tokens must be >= 0")
         if self.forced_text is not None and self.forced_token_ids is not None:
             raise ValueError("give forced_text or forced_token_ids, not both")
+        if self.grammar is not None and not isinstance(self.grammar, Grammar):
+            raise ValueError("grammar must be a glmcot.engine.grammar.Grammar")
 
     @property
     def greedy(self) -> bool:

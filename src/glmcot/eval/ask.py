@@ -6,6 +6,7 @@ import contextlib
 import json
 import sys
 from dataclasses import asdict, is_dataclass
+from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
@@ -110,21 +111,70 @@ def render_trace(events: list[TraceEvent]):
     return table
 
 
+class AskExit(IntEnum):
+    """`glmcot ask`'s exit codes (2 is the command line's own: bad arguments or setup)."""
+
+    ANSWERED = 0
+    BACKEND_ERROR = 1   # no answer because the LLM failed
+    NO_ANSWER = 3       # no answer for another reason: the failure category says which
+
+
+def ask_exit_code(data: dict[str, Any]) -> int:
+    """What `glmcot ask` exits with for one result, so scripts can tell an answer from none."""
+    if data.get("answer") not in (None, ""):
+        return AskExit.ANSWERED
+    return AskExit.BACKEND_ERROR if data.get("failure") == "backend_error" else AskExit.NO_ANSWER
+
+
+def scripted_record(question: str, path: Path):
+    """The record of `question` (its text, compared without case and extra spaces, or its qid) in a
+    questions file with gold plans; a SetupError says what the file offers otherwise."""
+    from glmcot.data.questions import read_questions
+    from glmcot.eval import systems
+
+    if not Path(path).is_file():
+        raise systems.SetupError(f"--scripted needs gold plans: no questions file at {path} "
+                                 "(glmcot data synth writes one beside the graph; or give --questions FILE)")
+    records = read_questions(path)
+    wanted = " ".join(question.split()).casefold()
+    for record in records:
+        if record.qid == question.strip() or " ".join(record.question.split()).casefold() == wanted:
+            if record.plan is None:
+                raise systems.SetupError(f"question {record.qid} in {path} has no gold plan; --scripted needs one")
+            return record
+    example = f'; e.g. "{records[0].question}" (qid {records[0].qid})' if records else ""
+    raise systems.SetupError(f"--scripted answers only the questions of {path} (by text or qid): "
+                             f"this question is not there{example}")
+
+
 def ask(question: str, graph_path: Path, method: str, config: EvalConfig, *, trace: bool = False,
-        as_json: bool = False, html: Path | None = None) -> dict[str, Any]:
+        as_json: bool = False, html: Path | None = None, scripted_questions: Path | None = None,
+        grammar: Any = None) -> dict[str, Any]:
+    """Answers one question; with `scripted_questions` the scripted policy answers from the
+    question's gold plan in that file (a system demonstration, not model accuracy)."""
     from glmcot.eval import systems
     from glmcot.data.questions import QuestionRecord
 
     console = make_console(as_json)
     if not question.strip():
         raise systems.SetupError("the question is empty")
+    scripted = scripted_questions is not None
+    record = scripted_record(question, scripted_questions) if scripted else \
+        QuestionRecord(qid="ask-0", question=question, answer="")
+    if scripted:
+        from glmcot.eval.report import SCRIPTED_NOTICE
+
+        console.print(f"[bold yellow]{SCRIPTED_NOTICE}[/]", highlight=False)
     with contextlib.ExitStack() as stack:
-        with console.status(f"loading the graph and {systems.describe_backend(config, False)}"):
-            system = stack.enter_context(systems.open_system(config, graph=graph_path))
+        with console.status(f"loading the graph and {systems.describe_backend(config, scripted)}"):
+            system = stack.enter_context(systems.open_system(config, graph=graph_path,
+                                                             scripted_questions=scripted_questions, grammar=grammar))
         answer_fn = systems.method_answer_fn(method, system, config)
         with console.status(f"{method} is answering"):
-            result = answer_fn(QuestionRecord(qid="ask-0", question=question, answer=""))
+            result = answer_fn(record)
     data = _as_dict(result)
+    if scripted:
+        data["gold_answer"] = record.answer
     if html is not None and isinstance(result, QuestionResult):
         from glmcot.eval.view import page_events, write_page
 
@@ -142,6 +192,8 @@ def ask(question: str, graph_path: Path, method: str, config: EvalConfig, *, tra
 
     console.print(f"[bold]answer:[/] {escape(safe_text(str(answer))) if answer not in (None, '') else '(no answer)'}",
                   highlight=False)
+    if "gold_answer" in data:
+        console.print(f"[dim]gold answer (questions file): {escape(str(data['gold_answer']))}[/]", highlight=False)
     summary = (f"{data.get('llm_calls', 0)} LLM calls, {data.get('prompt_tokens', 0)} prompt tokens "
                f"({data.get('cached_tokens', 0)} cached), {data.get('output_tokens', 0)} output tokens, "
                f"{(data.get('latency_s') or 0):.2f} s")

@@ -144,24 +144,43 @@ def register(app: typer.Typer) -> None:
         device: Optional[str] = typer.Option(None, help="Native engine device: auto, cpu, cuda."),
         as_json: bool = typer.Option(False, "--json", help="Print the answer and trace as JSON."),
         html: Optional[Path] = typer.Option(None, "--html", help="Also write the trace as a self-contained web page to this file (agent calls with cache bars, snippets, notebook, the subgraph drawn); opens offline."),
+        scripted: bool = typer.Option(False, "--scripted", help="The scripted policy answers from the question's gold plan (no model: shows the system, not model accuracy). The question must be in --questions (by text or qid)."),
+        questions: Optional[Path] = typer.Option(None, "--questions", help="With --scripted: the questions.jsonl holding the gold plans [default: GRAPH/questions.jsonl]."),
+        constrained: bool = typer.Option(False, "--constrained", help="Constrained decoding (beyond the paper): each agent's reply decoded under its grammar, relations and features from the graph's schema (native engine; vLLM structured outputs when the server takes them)."),
+        question_spans: bool = typer.Option(False, "--question-spans", help="With --constrained: RetrieveNode's text must be a span of the question (native engine)."),
         config_file: Optional[Path] = typer.Option(None, "--config", help=_CONFIG_HELP),
     ) -> None:
-        """Answer one question over a graph with your model (a local checkpoint or a server)."""
+        """Answer one question over a graph with your model (a local checkpoint or a server), or
+        with the scripted policy (--scripted).
+
+        Exit codes: 0 an answer; 1 no answer because the LLM failed (backend_error); 3 no answer
+        for another reason (the failure category is printed: unexpected_output, retrieval_error,
+        code_error, step_limit...); 2 bad arguments or setup."""
         with _errors():
-            from glmcot.eval.ask import ask
+            from glmcot.eval.ask import ask, ask_exit_code
 
             if method not in ("glm", "graphcot", "graphcot-repaired"):
                 raise typer.BadParameter("choose glm, graphcot or graphcot-repaired", param_hint="--method")
-            _backend_choice(model, llm, False, llm_model)
+            _backend_choice(model, llm, scripted, llm_model)
             config = _config({"model": model, "llm": llm, "llm_model": llm_model, "llm_api_key": llm_api_key, "max_steps": max_steps,
                               "device": device, "llm_timeout": llm_timeout, "llm_retries": llm_retries},
                              config_file)
-            if not config.model and not config.llm:
-                raise typer.BadParameter("give --model PATH (local checkpoint) or --llm URL "
-                                         "(OpenAI-compatible server), or set GLMCOT_MODEL / GLMCOT_LLM")
-            data = ask(question, graph, method, config, trace=trace, as_json=as_json, html=html)
-            if data.get("failure") == "backend_error":   # no answer because the LLM failed
-                raise typer.Exit(1)
+            if not scripted and not config.model and not config.llm:
+                raise typer.BadParameter("give --model PATH (local checkpoint, or glmcot-mini), --llm URL "
+                                         "(OpenAI-compatible server) or --scripted, or set GLMCOT_MODEL / GLMCOT_LLM")
+            if questions is not None and not scripted:
+                raise typer.BadParameter("--questions goes with --scripted", param_hint="--questions")
+            plans = (questions or graph / "questions.jsonl") if scripted else None
+            if question_spans and not constrained:
+                raise typer.BadParameter("--question-spans goes with --constrained", param_hint="--question-spans")
+            grammar = None
+            if constrained and not scripted:
+                from glmcot.agents.grammar import GrammarSettings
+
+                grammar = GrammarSettings(question_spans=question_spans)
+            data = ask(question, graph, method, config, trace=trace, as_json=as_json, html=html,
+                       scripted_questions=plans, grammar=grammar)
+            raise typer.Exit(ask_exit_code(data))
 
     @app.command("eval")
     def eval_command(

@@ -145,7 +145,12 @@ def run_demo(options: DemoOptions, config: EvalConfig) -> dict[str, Any]:
     write_json_atomic(options.out / "results.json", result)
     (options.out / "report.md").write_text(render_report(result), encoding="utf-8")
     if not options.quiet:
-        console.print(table1_rich(rows, title=f"Table 1 view: Graph-CoT (faithful to the original) vs GLM per domain ({subtitle})"))
+        from glmcot.eval.mini_demo import table1_with_mini
+
+        title = f"Table 1 view: Graph-CoT (faithful to the original) vs GLM per domain ({subtitle})"
+        if mini_answers:
+            title += "; the 'GLM, glmcot-mini' rows are REAL greedy decoding by glmcot-mini (trained on synthetic data)"
+        console.print(table1_rich(table1_with_mini(rows, mini_answers), title=title))
         if ablation_rows:
             console.print(ablation_rich(ablation_rows, title=f"Ablation (Figure 15 view; {ablation_setup})"))
         for item in result["ratios"]:

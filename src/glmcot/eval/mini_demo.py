@@ -31,15 +31,17 @@ class MiniAnswer:
 
 
 def choose_checkpoint(choice: str) -> tuple[Path | None, str]:
-    """(folder or None, why none). `auto`: the default folder when it is built; `off`: none; else a
-    checkpoint folder or `glmcot-mini`, which must exist (FileNotFoundError naming the build command)."""
-    from glmcot.mini.checkpoint import BUILD_COMMAND, default_path, resolve
+    """(folder or None, why none). `auto`: the built default folder, else the shipped checkpoint;
+    `off`: none; else a checkpoint folder or `glmcot-mini`, which must exist (FileNotFoundError
+    naming the build command)."""
+    from glmcot.mini import MODEL_NAME
+    from glmcot.mini.checkpoint import BUILD_COMMAND, resolve
 
     if choice == OFF:
         return None, "turned off (--mini off)"
     if choice == AUTO:
         try:
-            return resolve(str(default_path())), ""
+            return resolve(MODEL_NAME), ""
         except FileNotFoundError:
             return None, f"not built; `{BUILD_COMMAND}` builds it (then the demo shows it deciding)"
     return resolve(choice), ""
@@ -96,3 +98,28 @@ def mini_markdown(answers: list[MiniAnswer]) -> str:
 
 def as_json(answers: list[MiniAnswer]) -> list[dict[str, Any]]:
     return [asdict(a) for a in answers]
+
+
+MINI_METHOD = "GLM, glmcot-mini (real decoding)"
+
+
+def table1_with_mini(rows: list[dict[str, Any]], answers: list[MiniAnswer]) -> list[dict[str, Any]]:
+    """Table 1's rows with, after each domain's scripted rows, one row of glmcot-mini deciding on
+    the same questions (calls, latency and exact matches; the scripted columns it has no figure
+    for stay empty)."""
+    by_domain: dict[str, list[MiniAnswer]] = {}
+    for answer in answers:
+        by_domain.setdefault(answer.domain, []).append(answer)
+    out: list[dict[str, Any]] = []
+    for position, row in enumerate(rows):
+        out.append(row)
+        domain = row.get("domain")
+        last = position + 1 == len(rows) or rows[position + 1].get("domain") != domain
+        if last and domain in by_domain:
+            mine = by_domain.pop(domain)
+            latencies = sorted(a.latency_s for a in mine)
+            out.append({"method": MINI_METHOD, "domain": domain, "questions": len(mine),
+                        "em_count": sum(a.exact for a in mine),
+                        "llm_calls_per_question": sum(a.llm_calls for a in mine) / len(mine),
+                        "latency_p50_s": latencies[len(latencies) // 2]})
+    return out

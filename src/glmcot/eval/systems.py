@@ -129,7 +129,7 @@ def engine_options(config: EvalConfig) -> dict[str, Any]:
 
 def system_config(config: EvalConfig, *, graph: Path | None = None, scripted_questions: Any = None,
                   engine: Mapping[str, Any] | None = None, agent_options: Mapping[str, Any] | None = None,
-                  domain: str | None = None) -> SystemConfig:
+                  domain: str | None = None, grammar: Any = None) -> SystemConfig:
     """What to build for a run: the graph (none for the no-graph baselines), the answering
     backend (the scripted policy when `scripted_questions`: a questions.jsonl path or records),
     EngineConfig fields for a native model on top of the device and dtype, AgentConfig fields."""
@@ -141,6 +141,7 @@ def system_config(config: EvalConfig, *, graph: Path | None = None, scripted_que
         engine={**engine_options(config), **(engine or {})},
         agent_options={"graphcot_max_steps": config.max_steps, **(agent_options or {})},
         scripted_questions=scripted_questions,
+        grammar=grammar,
     )
 
 

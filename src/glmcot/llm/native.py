@@ -44,6 +44,8 @@ class NativeBackend(LLMBackend):
         if request.forced_text is not None:
             options["forced_text"] = request.forced_text
             options["stop"] = []  # the forced text already ends where the stop string would cut it
+        elif request.grammar is not None:
+            options["grammar"] = request.grammar  # the engine masks tokens outside it
         return segments, SamplingParams(**options)
 
     def complete(self, request: LLMRequest) -> LLMResponse:

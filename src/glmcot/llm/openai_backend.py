@@ -93,6 +93,9 @@ class OpenAIBackend(LLMBackend):
                                     transport=bounded_http.BoundedTransport(self.max_reply_bytes))
         self._model = model
         self._glmcot_extras = glmcot_extras
+        # Structured outputs (a request's grammar sent as vLLM's `structured_outputs.grammar`):
+        # None until a constrained request shows whether the server takes it.
+        self.structured_outputs: bool | None = None
         self._model_lock = threading.Lock()
         self.label = f"openai {self.base_url}"
 
@@ -242,10 +245,26 @@ class OpenAIBackend(LLMBackend):
                 body["priority"] = request.priority
             if request.forced_text is not None:
                 body["forced_text"] = request.forced_text
+        if request.grammar is not None and request.forced_text is None and self.structured_outputs is not False:
+            body["structured_outputs"] = {"grammar": request.grammar.ebnf}
         body.update(self.extra_body)
         return path, body
 
     def complete(self, request: LLMRequest) -> LLMResponse:
+        if request.grammar is not None and self.structured_outputs is None:
+            try:
+                response = self._complete(request)
+            except LLMError as error:
+                if not _refuses_grammar(error):
+                    raise
+                # the server does not take structured outputs: decode this and later requests freely
+                self.structured_outputs = False
+                return self._complete(request)
+            self.structured_outputs = True
+            return response
+        return self._complete(request)
+
+    def _complete(self, request: LLMRequest) -> LLMResponse:
         if request.forced_text is not None and not self.glmcot_extras:
             raise LLMError(
                 f"{self.base_url} is not a glmcot server, and only glmcot serve can force-decode "
@@ -406,3 +425,10 @@ def _delta_text(choice: dict, mode: str) -> str | None:
     if mode == "chat":
         return (choice.get("delta") or {}).get("content")
     return choice.get("text")
+
+
+def _refuses_grammar(error: LLMError) -> bool:
+    """A 400/422 that names the structured-output field or grammars: the server does not take them."""
+    status = getattr(error.__cause__, "status", 0)
+    text = str(error).lower()
+    return status in (400, 422) and any(word in text for word in ("structured", "grammar", "extra", "unrecognized"))

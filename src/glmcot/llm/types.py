@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from glmcot.contract import Segment, join_segments
+from glmcot.engine.grammar import Choices, Grammar  # noqa: F401 - re-exported for the agents (which may not import engine)
 
 @dataclass
 class LLMRequest:
@@ -30,6 +31,9 @@ class LLMRequest:
     # Force-decode exactly this completion (the scripted policy on the native engine); backends
     # that cannot force decoding reject a request that sets it.
     forced_text: str | None = None
+    # Constrained decoding: the reply must match this grammar (the native engine masks tokens;
+    # a vLLM server gets it as a structured-output grammar when it takes one).
+    grammar: Grammar | None = None
 
     @property
     def prompt(self) -> str:

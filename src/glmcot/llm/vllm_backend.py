@@ -141,7 +141,7 @@ class VLLMBackend(OpenAIBackend):
 
     def complete(self, request: LLMRequest) -> LLMResponse:
         if request.forced_text is None:
-            return super().complete(request)
+            return super().complete(request)  # a grammar goes as structured outputs (detected, with fallback)
         return self._with_retries(lambda: self._complete_forced(request))
 
     def forced_ids(self, text: str) -> list[int]:

@@ -5,7 +5,8 @@
     training.json  loss.png  train_log.json                     (how it was made)
 
 The default location is <cache dir>/models/glmcot-mini (GLMCOT_CACHE_DIR, else ~/.cache/glmcot);
-`--model glmcot-mini` resolves to it.
+`--model glmcot-mini` resolves to it when `glmcot train-mini` built one there, else to the
+checkpoint shipped with the package (`glmcot/mini/shipped/`), so a fresh install answers at once.
 """
 
 from __future__ import annotations
@@ -40,10 +41,25 @@ def is_mini_checkpoint(path: str | Path) -> bool:
         return False
 
 
+def shipped_path() -> Path:
+    """The checkpoint shipped inside the package (package data; its training.json says how it was made)."""
+    return Path(__file__).resolve().parent / "shipped"
+
+
+def _complete(path: Path) -> bool:
+    return (path / "config.json").is_file() and (path / "model.safetensors").is_file()
+
+
 def resolve(model: str) -> Path:
-    """`glmcot-mini` -> the default folder; a path -> itself. A clear error says how to build it."""
-    path = default_path() if model == MODEL_NAME else Path(model).expanduser()
-    if not (path / "config.json").is_file() or not (path / "model.safetensors").is_file():
+    """`glmcot-mini` -> the default folder when `train-mini` built one there, else the shipped
+    checkpoint; a path -> itself. A clear error says how to build it."""
+    if model == MODEL_NAME:
+        path = default_path()
+        if not _complete(path) and _complete(shipped_path()):
+            return shipped_path()
+    else:
+        path = Path(model).expanduser()
+    if not _complete(path):
         raise FileNotFoundError(f"no glmcot-mini checkpoint at {path}; build it with: {BUILD_COMMAND} --out {path}")
     return path
 

@@ -13,14 +13,17 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("train-mini")
     def train_mini(
-        preset: str = typer.Option("cpu", "--preset", help="tiny (tests, seconds), cpu (about 40 minutes on 2 idle cores, capped at 50) or gpu."),
+        preset: str = typer.Option("cpu", "--preset", help="tiny (tests, seconds), cpu (at most 60 minutes of training on 2 cores, one thread) or gpu."),
         out: Optional[Path] = typer.Option(None, "--out", help="Checkpoint folder (default: <cache dir>/models/glmcot-mini)."),
         work_dir: Optional[Path] = typer.Option(None, "--work-dir", help="Graphs and examples (default: OUT.work beside the checkpoint)."),
         max_minutes: Optional[float] = typer.Option(None, "--max-minutes", help="Stop training at this wall time (preset's cap otherwise)."),
         max_steps: Optional[int] = typer.Option(None, "--max-steps", help="Stop after this many optimiser steps."),
         seed: Optional[int] = typer.Option(None, "--seed", help="Model initialisation and batch order seed."),
-        threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads."),
+        threads: Optional[int] = typer.Option(None, "--threads", help="torch CPU threads (1 is faster on a machine loaded by other work: no thread waits for a descheduled peer)."),
+        batch_tokens: Optional[int] = typer.Option(None, "--batch-tokens", help="Padded tokens per optimiser step (the preset's otherwise)."),
+        glm_only: bool = typer.Option(False, "--glm-only", help="Train on the GLM agents' calls only (leave Graph-CoT's out)."),
         device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda (the preset's otherwise)."),
+        reuse_data: bool = typer.Option(False, "--reuse-data", help="Reuse the work folder's examples and tokenizer when an earlier build with the same data settings completed them."),
         as_json: bool = typer.Option(False, "--json", help="Print training.json when done."),
     ) -> None:
         """Trains glmcot-mini on the scripted policy's GLM calls over synthetic graphs and writes a
@@ -30,7 +33,8 @@ def register(app: typer.Typer) -> None:
         from glmcot.mini.pipeline import build
 
         try:
-            config = make_preset(preset, max_minutes=max_minutes, max_steps=max_steps, seed=seed, threads=threads, device=device)
+            config = make_preset(preset, max_minutes=max_minutes, max_steps=max_steps, seed=seed, threads=threads, device=device,
+                                 batch_tokens=batch_tokens, skip_agents=("graphcot-thought", "graphcot-action") if glm_only else None)
         except ValueError as error:
             raise typer.BadParameter(str(error), param_hint="--preset") from None
         target = out or default_path()
@@ -50,6 +54,6 @@ def register(app: typer.Typer) -> None:
                                     description=f"train-mini: loss {entry['loss']:.3f}")
 
             record = build(config, target, work, preset_name=preset, say=progress.console.print,
-                           on_train=on_train)
+                           on_train=on_train, reuse_data=reuse_data)
         if as_json:
             sys.stdout.write(json.dumps(record, indent=2) + "\n")

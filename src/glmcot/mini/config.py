@@ -44,6 +44,13 @@ class TrainConfig:
     warmup_steps: int = 30
     max_steps: int = 2000
     max_minutes: float | None = None  # stop early at this wall time (the CPU run is capped)
+    # With max_minutes, the learning rate decays by elapsed time too (whichever of steps and time
+    # ends sooner), so a run cut by the cap on a loaded machine still ends at the low rate.
+    time_schedule: bool = False
+    # Loss weight of reply tokens inside a RetrieveNode argument copied from the prompt.
+    copy_weight: float = 1.0
+    # Agents whose calls are left out of training (e.g. Graph-CoT's, to spend a short budget on GLM's).
+    skip_agents: tuple[str, ...] = ()
     epochs: int = 8
     log_every: int = 10
     eval_every: int = 100
@@ -56,10 +63,16 @@ PRESETS: dict[str, TrainConfig] = {
     "tiny": TrainConfig(ModelShape(64, 128, 2, 2, 1, 32, 512, 1024), DataConfig(domains=("dblp",), train_seeds=(1,), eval_seeds=(1001,),
                         questions_per_template=1, graphcot_seeds=(1,), copy_drills=0.5), max_length=384, batch_tokens=2048, learning_rate=5e-3, warmup_steps=2,
                         max_steps=6, epochs=1, log_every=1, eval_every=0),
-    # The 2-core CPU: 6,000 steps, about 40 minutes on an idle machine (capped at 50).
+    # The 2-core CPU: at most 60 minutes of training (the learning rate decays by steps or time,
+    # whichever ends sooner, so a loaded machine still ends the schedule), one torch thread (on a
+    # machine shared with other work two threads wait on each other: several times slower per
+    # token in the 2026-12-07 run), GLM's calls only. Copy-friendly: two drills per copied argument, half of them made-up words,
+    # and copied argument tokens weigh 3x in the loss.
     "cpu": TrainConfig(ModelShape(160, 448, 4, 4, 2, 40, 3072, 2048), DataConfig(train_seeds=tuple(range(1, 13)), eval_seeds=(1001,),
-                       questions_per_template=4, graphcot_seeds=(1, 2, 3, 4), copy_drills=1.0, processes=2), max_length=640, batch_tokens=4096,
-                       learning_rate=3e-3, warmup_steps=100, max_steps=6000, max_minutes=50.0, epochs=20, eval_every=250),
+                       questions_per_template=4, graphcot_seeds=(1, 2), copy_drills=2.0, made_up_drills=0.5, processes=2),
+                       max_length=640, batch_tokens=2048, learning_rate=3e-3, warmup_steps=100, max_steps=8000, max_minutes=60.0,
+                       time_schedule=True, copy_weight=3.0, skip_agents=("graphcot-thought", "graphcot-action"), threads=1,
+                       epochs=20, eval_every=250),
     # A GPU when one is lent: the same script, a larger model, more data.
     "gpu": TrainConfig(ModelShape(512, 1536, 8, 8, 4, 64, 8192, 4096), DataConfig(train_seeds=tuple(range(1, 41)), eval_seeds=(1001, 1002),
                        questions_per_template=6, workers=2, processes=14, graphcot_seeds=tuple(range(1, 21)), copy_drills=1.0), max_length=1024, batch_tokens=32768, learning_rate=1e-3,

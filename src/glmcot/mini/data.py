@@ -66,6 +66,8 @@ class DataConfig:
     # prompt, one more example with that argument replaced, in prompt and reply alike, by a random
     # run of words. A small model otherwise learns to write title-like text instead of copying.
     copy_drills: float = 0.0
+    # Share of the drills whose replacement words are made up (syllables), not training words.
+    made_up_drills: float = 0.0
 
 
 @dataclass
@@ -224,7 +226,7 @@ def collect(config: DataConfig, work_dir: str | Path, progress: Callable[[str], 
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
-    drills = copy_drills(out.train, config.copy_drills)
+    drills = copy_drills(out.train, config.copy_drills, config.made_up_drills)
     out.train.extend(drills)
     out.counts = {"train_examples": len(out.train), "eval_examples": len(out.eval), "train_copy_drills": len(drills),
                   "train_repair_examples": sum(e.repair for e in out.train),
@@ -236,10 +238,22 @@ def collect(config: DataConfig, work_dir: str | Path, progress: Callable[[str], 
 _RETRIEVE = re.compile(r'RetrieveNode\("([^"\n]+)"\)|RetrieveNode\[([^\]\n]+)\]')
 
 
-def copy_drills(examples: list[Example], share: float) -> list[Example]:
+_SYLLABLES = ("ka", "lo", "mir", "tes", "du", "vo", "ran", "pel", "qui", "zo", "bri", "fen", "gal", "hu", "ix", "jor",
+              "nel", "ost", "pra", "sul", "tri", "ux", "wen", "yal", "zed", "ca", "mo", "ne", "ri", "sta")
+
+
+def _made_up_word(rng) -> str:
+    """A word no training text holds: the model can only write it by copying."""
+    word = "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 4)))
+    return word.capitalize() if rng.random() < 0.6 else word
+
+
+def copy_drills(examples: list[Example], share: float, made_up: float = 0.0) -> list[Example]:
     """Variants of act calls (GLM and Graph-CoT) with each RetrieveNode argument that the prompt
-    holds verbatim replaced by random words from the examples' questions. Seeded by the example, so
-    the same data gives the same drills."""
+    holds verbatim replaced by random words: words of the examples' questions, or (share `made_up`)
+    made-up words that no training text holds, so that only copying writes them. `share` above 1
+    makes int(share) drills per call and one more with the fractional chance. Seeded by the
+    example, so the same data gives the same drills."""
     if share <= 0:
         return []
     words = sorted({word for e in examples if e.agent == "classify" for word in re.findall(r"[A-Za-z][A-Za-z'-]+", e.prompt)})
@@ -255,18 +269,23 @@ def copy_drills(examples: list[Example], share: float) -> list[Example]:
         arguments = {a for a in arguments if len(a) >= 3 and a in example.prompt}
         key = f"{example.domain}/{example.seed}/{example.qid}/{example.agent}/{example.step}/{example.attempt}"
         rng = random.Random(zlib.crc32(key.encode()))
-        if not arguments or rng.random() >= share:
+        count = int(share) + (rng.random() < share - int(share))
+        if not arguments:
             continue
-        segments, reply = list(example.segments), example.reply
-        for argument in sorted(arguments, key=len, reverse=True):
-            made = " ".join(rng.choice(words).capitalize() if rng.random() < 0.5 else rng.choice(words)
-                            for _ in range(rng.randint(1, 7)))
-            if rng.random() < 0.2:
-                made += f" {rng.randint(2, 999)}"
-            segments = [segment.replace(argument, made) for segment in segments]
-            reply = reply.replace(argument, made)
-        drills.append(Example(example.domain, example.seed, example.qid + "~copy", example.template, example.agent, example.step,
-                              example.attempt, segments, reply))
+        for round_ in range(count):
+            segments, reply = list(example.segments), example.reply
+            invent = rng.random() < made_up
+            for argument in sorted(arguments, key=len, reverse=True):
+                pick = (lambda: _made_up_word(rng)) if invent else (
+                    lambda: rng.choice(words).capitalize() if rng.random() < 0.5 else rng.choice(words))
+                made = " ".join(pick() for _ in range(rng.randint(1, 7)))
+                if rng.random() < 0.2:
+                    made += f" {rng.randint(2, 999)}"
+                segments = [segment.replace(argument, made) for segment in segments]
+                reply = reply.replace(argument, made)
+            suffix = "~copy" if round_ == 0 else f"~copy{round_ + 1}"
+            drills.append(Example(example.domain, example.seed, example.qid + suffix, example.template, example.agent, example.step,
+                                  example.attempt, segments, reply))
     return drills
 
 

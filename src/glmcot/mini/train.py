@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import math
 import random
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,19 +29,43 @@ IGNORE = -100
 class Encoded:
     ids: list[int]
     labels: list[int]  # IGNORE on prompt tokens
+    weights: list[float] | None = None  # per-label loss weight (None: all 1)
 
     @property
     def reply_tokens(self) -> int:
         return sum(1 for label in self.labels if label != IGNORE)
 
 
-def encode(example: Example, tokenizer: Any, eos_id: int) -> Encoded:
-    """Segments one by one, as the native engine tokenises a segmented prompt."""
+_COPIED = re.compile(r'RetrieveNode\("([^"\n]+)"\)|RetrieveNode\[([^\]\n]+)\]')
+
+
+def copied_spans(example: Example) -> list[tuple[int, int]]:
+    """Character spans of the reply's RetrieveNode arguments that the prompt holds verbatim: the
+    text the model must copy, not compose."""
+    prompt = example.prompt
+    spans = []
+    for match in _COPIED.finditer(example.reply):
+        group = 1 if match.group(1) is not None else 2
+        if match.group(group) in prompt:
+            spans.append(match.span(group))
+    return spans
+
+
+def encode(example: Example, tokenizer: Any, eos_id: int, copy_weight: float = 1.0) -> Encoded:
+    """Segments one by one, as the native engine tokenises a segmented prompt. With copy_weight
+    above 1, reply tokens inside a copied RetrieveNode argument weigh that much in the loss."""
     ids: list[int] = []
     for position, text in enumerate(example.segments):
         ids.extend(tokenizer.encode(text, add_special_tokens=position == 0))
-    reply = tokenizer.encode(example.reply) + [eos_id]
-    return Encoded(ids + reply, [IGNORE] * len(ids) + reply)
+    spans = copied_spans(example) if copy_weight != 1.0 else []
+    if not spans:
+        reply = tokenizer.encode(example.reply) + [eos_id]
+        return Encoded(ids + reply, [IGNORE] * len(ids) + reply)
+    reply_ids, offsets = tokenizer.encode_offsets(example.reply)
+    weights = [copy_weight if any(start < end_ and begin < stop for start, stop in spans) else 1.0
+               for begin, end_ in offsets]
+    reply = reply_ids + [eos_id]
+    return Encoded(ids + reply, [IGNORE] * len(ids) + reply, [0.0] * len(ids) + weights + [1.0])
 
 
 def batches(items: list[Encoded], batch_tokens: int, rng: random.Random) -> list[list[Encoded]]:
@@ -71,22 +96,30 @@ def collate(batch: list[Encoded], pad_id: int):
     ids = torch.full((len(batch), length), pad_id, dtype=torch.long)
     labels = torch.full((len(batch), length), IGNORE, dtype=torch.long)
     mask = torch.zeros((len(batch), length), dtype=torch.long)
+    weights = torch.ones((len(batch), length), dtype=torch.float32)
     for row, item in enumerate(batch):
         ids[row, : len(item.ids)] = torch.tensor(item.ids)
         labels[row, : len(item.labels)] = torch.tensor(item.labels)
         mask[row, : len(item.ids)] = 1
-    return ids, labels, mask
+        if item.weights is not None:
+            weights[row, : len(item.weights)] = torch.tensor(item.weights)
+    return ids, labels, mask, weights
 
 
-def reply_loss(model: Any, ids, labels, mask):
-    """Mean cross-entropy over reply tokens; logits only where a label exists."""
+def reply_loss(model: Any, ids, labels, mask, weights=None):
+    """Cross-entropy over reply tokens, weighted (mean of weights x loss over the weights' sum);
+    logits only where a label exists. The count returned is the number of reply tokens."""
     import torch.nn.functional as F
 
     hidden = model.model(input_ids=ids, attention_mask=mask).last_hidden_state
     targets = labels[:, 1:]
     where = targets != IGNORE
     logits = model.lm_head(hidden[:, :-1][where])
-    return F.cross_entropy(logits.float(), targets[where]), int(where.sum())
+    if weights is None:
+        return F.cross_entropy(logits.float(), targets[where]), int(where.sum())
+    each = F.cross_entropy(logits.float(), targets[where], reduction="none")
+    weight = weights[:, 1:][where]
+    return (each * weight).sum() / weight.sum(), int(where.sum())
 
 
 def build_model(config: TrainConfig, eos_id: int, pad_id: int):
@@ -121,7 +154,8 @@ def evaluate_loss(model: Any, items: list[Encoded], pad_id: int, batch_tokens: i
     total, count = 0.0, 0
     with torch.no_grad():
         for batch in batches(items, batch_tokens, random.Random(0)):
-            loss, n = reply_loss(model, *(t.to(device) for t in collate(batch, pad_id)))
+            ids, labels, mask, _ = (t.to(device) for t in collate(batch, pad_id))
+            loss, n = reply_loss(model, ids, labels, mask)
             total += float(loss) * n
             count += n
     model.train()
@@ -136,7 +170,8 @@ def train(config: TrainConfig, train_examples: list[Example], eval_examples: lis
         torch.set_num_threads(config.threads)
     eos_id = tokenizer.token_to_id("<|endoftext|>")
     pad_id = eos_id
-    encoded = [encode(example, tokenizer, eos_id) for example in train_examples]
+    train_examples = [example for example in train_examples if example.agent not in config.skip_agents]
+    encoded = [encode(example, tokenizer, eos_id, config.copy_weight) for example in train_examples]
     kept = [item for item in encoded if len(item.ids) <= config.max_length]
     if not kept:
         raise ValueError(f"no training example fits max_length={config.max_length} tokens")
@@ -159,10 +194,13 @@ def train(config: TrainConfig, train_examples: list[Example], eval_examples: lis
     plan = [batches(kept, config.batch_tokens, rng) for _ in range(config.epochs)]
     total_steps = min(config.max_steps, sum(len(epoch) for epoch in plan))
 
-    def rate(step: int) -> float:
+    def rate(step: int, elapsed: float) -> float:
         if step < config.warmup_steps:
             return (step + 1) / config.warmup_steps
         progress_ = (step - config.warmup_steps) / max(1, total_steps - config.warmup_steps)
+        if config.max_minutes is not None and config.time_schedule:
+            # on a shared machine the wall-time cap may come first: decay by whichever ends sooner
+            progress_ = max(progress_, elapsed / (60 * config.max_minutes))
         return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress_)))
 
     result = TrainResult(model=model, parameters=sum(p.numel() for p in model.parameters()),
@@ -179,10 +217,10 @@ def train(config: TrainConfig, train_examples: list[Example], eval_examples: lis
                 result.stopped_by = "max_minutes"
                 break
             for group in optimizer.param_groups:
-                group["lr"] = config.learning_rate * rate(step)
-            ids, labels, mask = (t.to(config.device) for t in collate(batch, pad_id))
+                group["lr"] = config.learning_rate * rate(step, time.monotonic() - started)
+            ids, labels, mask, weights = (t.to(config.device) for t in collate(batch, pad_id))
             with autocast:
-                loss, reply_count = reply_loss(model, ids, labels, mask)
+                loss, reply_count = reply_loss(model, ids, labels, mask, weights)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

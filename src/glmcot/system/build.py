@@ -52,6 +52,9 @@ class SystemConfig:
     agent_options: Mapping[str, Any] = field(default_factory=dict)   # AgentConfig fields every agent starts from
     scripted_questions: Any = None
     check: BackendCheck = BackendCheck.REQUIRE
+    # Constrained decoding (glmcot.agents.grammar.GrammarSettings): each graph's agents decode
+    # under their grammars built from that graph's schema. None: decoded freely (the paper).
+    grammar: Any = None
 
     @property
     def scripted(self) -> bool:
@@ -107,6 +110,10 @@ class System:
             return scripted_backend(self.config.scripted_questions, inner=self.model, code_runner=context.run_code)
         if self.model is None:
             raise ValueError("no LLM: give a native --model or an upstream --llm URL")
+        if self.config.grammar is not None:
+            from glmcot.agents.grammar import GrammarBackend, GraphVocabulary
+
+            return GrammarBackend(self.model, GraphVocabulary.of(context.graph), self.config.grammar)
         return self.model
 
     def close(self) -> None:

@@ -63,6 +63,7 @@ class LLMEngine:
                                  f"this engine wants max_model_len {limit}")
         self.model, self.model_config, self.tokenizer = loaded.model, loaded.config, loaded.tokenizer
         self.eos_token_ids = set(loaded.config.eos_token_ids) | set(loaded.tokenizer.eos_token_ids)
+        self._grammars = None  # GrammarCompiler, made at the first request with a grammar
         per_token = kv_bytes_per_token(self.model, dtype)
         bs = config.block_size
         if config.kv_cache_tokens:
@@ -127,10 +128,20 @@ class LLMEngine:
         if sampling.seed is not None:
             request.generator = torch.Generator().manual_seed(sampling.seed)
         request.stream = TextStream(self.tokenizer, ids, sampling.stop, on_delta, on_line)
+        if sampling.grammar is not None and forced is None:
+            request.grammar = self.grammars().state(sampling.grammar)
         self.requests[request_id] = request
         self.levels.begin(session)
         self.scheduler.add(request)
         return request
+
+    def grammars(self):
+        """This engine's grammar compiler (made at the first constrained request)."""
+        if self._grammars is None:
+            from glmcot.engine.grammar import GrammarCompiler
+
+            self._grammars = GrammarCompiler(self.tokenizer, self.model_config.vocab_size, tuple(sorted(self.eos_token_ids)))
+        return self._grammars
 
     def end_session(self, session_id: str) -> int:
         """The session finished: its P2 (notebook) blocks fall to P3. Returns how many."""
@@ -196,6 +207,12 @@ class LLMEngine:
         finished = []
         if sampled:
             logits = logits.cpu()
+            for row, request in enumerate(sampled):
+                if request.grammar is not None and not request.is_chunk_job:
+                    try:
+                        request.grammar.mask(logits[row])
+                    except Exception:  # noqa: BLE001 - accept() below fails this request alone
+                        log.exception("masking request %s", request.request_id)
             tokens = sample(logits, sampled)
             now = time.monotonic()
             for row, (request, token) in enumerate(zip(sampled, tokens)):
@@ -223,6 +240,8 @@ class LLMEngine:
             if request.num_output_tokens >= len(request.forced_token_ids):
                 return self._finish(request, "stop", False, now)
             token = request.forced_token_ids[request.num_output_tokens]
+        if request.grammar is not None:
+            request.grammar.accept(token)  # a token outside the grammar fails this request
         request.all_token_ids.append(token)
         if logits is not None:
             request.logprobs.append(token_logprob(logits, token, request.sampling.logprobs or 0))
@@ -235,6 +254,8 @@ class LLMEngine:
             reason = "stop"
         elif token in params.stop_token_ids or hit_stop_string:
             reason = "stop"
+        elif request.grammar is not None and request.grammar.done:
+            reason = "stop"  # the grammar's root is complete: nothing but the end of text may follow
         elif request.forced_token_ids is not None and request.num_output_tokens >= len(request.forced_token_ids):
             reason = "stop"
         elif request.num_output_tokens >= params.max_tokens or request.num_tokens >= self.max_model_len:
@@ -298,6 +319,7 @@ class LLMEngine:
             "steps": self.num_steps,
             "prompt_tokens_computed": self.num_prompt_tokens_computed,
             "generated_tokens": self.num_generated_tokens,
+            **(self._grammars.stats() if self._grammars is not None else {}),
             "busy_time_s": self.busy_time,
             "generation_throughput_busy": self.num_generated_tokens / self.busy_time if self.busy_time else 0.0,
             "generation_throughput": self.num_generated_tokens / elapsed if elapsed else 0.0,

@@ -58,6 +58,7 @@ class Request:
         self.is_chunk_job = False  # an internal request computing one vertex chunk in isolation
         self.levels_tagged = 0  # blocks whose priority level has been claimed
         self.logprobs: list | None = [] if sampling.logprobs is not None else None  # TokenLogprob per output token
+        self.grammar = None  # GrammarState when the request is decoded under a grammar, set by the engine
 
     @property
     def num_tokens(self) -> int:

@@ -48,6 +48,13 @@ class Tokenizer:
             return self._backend.encode(text, add_special_tokens=add_special_tokens).ids
         return self._backend.encode(text)
 
+    def encode_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """Ids and each token's (start, end) character span in `text` (byte-level BPE only)."""
+        if self.kind != "hf":
+            raise NotImplementedError("character offsets need a Hugging Face tokenizer")
+        encoding = self._backend.encode(text, add_special_tokens=False)
+        return list(encoding.ids), [tuple(span) for span in encoding.offsets]
+
     def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
         ids = [i for i in ids if 0 <= i < self.vocab_size and not (skip_special_tokens and i in self.special_ids)]
         if self.kind == "hf":
