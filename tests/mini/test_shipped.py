@@ -8,7 +8,7 @@ import pytest
 
 from glmcot.mini import MODEL_NAME
 from glmcot.mini.checkpoint import resolve, shipped_path
-from glmcot.mini.sample import SAMPLE_FILE, score_sample
+from glmcot.benchmarks.mini_sample import SAMPLE_FILE, score_sample
 
 SHIPPED = shipped_path()
 

@@ -2,7 +2,7 @@
 the shipped checkpoint so a test can check that the file still scores what it scored when shipped
 (counts of exact matches and the answers themselves, never time).
 
-    python -m glmcot.mini.sample CHECKPOINT   # writes CHECKPOINT/heldout_sample.json
+    python -m glmcot.benchmarks.mini_sample CHECKPOINT   # writes CHECKPOINT/heldout_sample.json
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def score_sample(checkpoint: str | Path, work_dir: str | Path, *, domain: str = 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        raise SystemExit("usage: python -m glmcot.mini.sample CHECKPOINT")
+        raise SystemExit("usage: python -m glmcot.benchmarks.mini_sample CHECKPOINT")
     folder = Path(args[0])
     with tempfile.TemporaryDirectory() as work:
         scores = [asdict(score_sample(folder, work, constrained=flag)) for flag in (False, True)]
