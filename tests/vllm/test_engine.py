@@ -106,7 +106,8 @@ def test_backend_levels_reach_the_plugin_and_counters_match_vllms_metrics(server
         if stats.get("requests", {}).get("session_ends") == 1 or time.monotonic() > deadline:
             break
         time.sleep(0.5)
-    assert stats["requests"] == {"tagged": 3, "untagged": 0, "malformed": 0, "session_ends": 1}
+    assert stats["requests"] == {"tagged": 3, "untagged": 0, "malformed": 0, "over_limit": 0,
+                                 "session_ends": 1}
     assert stats["sessions"]["ended"] == 1 and stats["tagged_blocks"]["p1"] >= 1
     metrics = httpx.get(url + "/metrics", timeout=10).text
 
