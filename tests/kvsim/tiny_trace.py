@@ -31,4 +31,15 @@ def tiny_trace(sessions: int = 4, calls: int = 3, prompt: int = 64, seed: int = 
                         TraceSegment(4, ids(5000 + 17 * s + c, 8)))
             session_calls.append(TraceCall(agent, segments, 3 + c, tool_s=0.01 * (c + 1), retrieval_s=0.005))
         out.append(TraceSession(f"q{s}", "glm", tuple(session_calls), "tiny"))
-    return Trace(out, "synthetic", "tests/kvsim/tiny_trace.py")
+    trace = Trace(out, "synthetic", "tests/kvsim/tiny_trace.py")
+    # The trace is only useful if it holds what the kvsim tests rely on: every session's calls,
+    # one agent prompt per agent shared by all sessions, and vertex chunks that recur across sessions.
+    assert [len(session.calls) for session in trace.sessions] == [calls] * sessions
+    chunk_users: dict[str, set[str]] = {}
+    for session in trace.sessions:
+        for call in session.calls:
+            for segment in call.segments:
+                if segment.key:
+                    chunk_users.setdefault(segment.key, set()).add(session.session)
+    assert sessions < 2 or calls < 2 or any(len(users) > 1 for users in chunk_users.values())
+    return trace

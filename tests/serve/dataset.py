@@ -55,13 +55,37 @@ QUESTIONS = [
 ]
 
 
-def build_dataset(root: Path) -> Path:
-    """Writes root/graph (store), root/meta.json and root/questions.jsonl; returns root."""
-    order = [p[0] for p in PAPERS] + [a[0] for a in AUTHORS]
+# Hostile text for the trace page's tests: a paper whose title is markup with script in it, an
+# abstract of a quarter million characters, and a question carrying a script tag, with a gold plan.
+HOSTILE_TITLE = '<img src=x onerror="window.__pwned=1"><b>Bold</b> Graphs</script>'
+HUGE_ABSTRACT = ("<script>window.__pwned=2</script> long text " * 6000)[:250_000]
+HOSTILE_QUESTION = ('Who wrote "<img src=x onerror=\\"window.__pwned=3\\">'
+                    '<b>Bold</b> Graphs"? <script>window.__pwned=4</script>')
+HOSTILE = {
+    "qid": "h-0", "domain": "dblp", "template": "dblp/0", "level": "easy", "deterministic": True,
+    "question": HOSTILE_QUESTION, "answer": "Omar Diaz",
+    "plan": {"glm": [{"missing": "the authors of the bold paper",
+                      "code": f'p = RetrieveNode({HOSTILE_TITLE!r})\n'
+                              'print(", ".join(NodeFeature(a, "name") for a in NeighbourCheck(p, "author")))'}],
+             "graphcot": [{"thought": "I need the paper.", "action": f"RetrieveNode[{HOSTILE_TITLE}]"},
+                          {"thought": "Done.", "action": "Finish[$answer]"}]}}
+
+
+def build_dataset(root: Path, hostile: bool = False) -> Path:
+    """Writes root/graph (store), root/meta.json and root/questions.jsonl; returns root.
+    `hostile`: also the paper p4 (HOSTILE_TITLE, HUGE_ABSTRACT, written by Omar Diaz, citing p1)
+    and the HOSTILE question."""
+    papers = [*PAPERS, ("p4", HOSTILE_TITLE, 2022)] if hostile else PAPERS
+    writes = [*WRITES, ("p4", "a2")] if hostile else WRITES
+    cites = [*CITES, ("p4", "p1")] if hostile else CITES
+    questions = [*QUESTIONS, HOSTILE] if hostile else QUESTIONS
+    features = {"title": [p[1] for p in papers], "year": [p[2] for p in papers]}
+    if hostile:
+        features["abstract"] = ["short"] * len(PAPERS) + [HUGE_ABSTRACT]
+    order = [p[0] for p in papers] + [a[0] for a in AUTHORS]
     index = {node: position for position, node in enumerate(order)}
     with StoreWriter(root / "graph") as writer:
-        writer.add_nodes("paper", [p[0] for p in PAPERS],
-                         {"title": [p[1] for p in PAPERS], "year": [p[2] for p in PAPERS]})
+        writer.add_nodes("paper", [p[0] for p in papers], features)
         writer.add_nodes("author", [a[0] for a in AUTHORS], {"name": [a[1] for a in AUTHORS]})
 
         def edges(src_type, relation, pairs):
@@ -69,20 +93,20 @@ def build_dataset(root: Path) -> Path:
                              np.array([index[s] for s, _ in pairs], dtype=np.int64),
                              np.array([index[d] for _, d in pairs], dtype=np.int64))
 
-        edges("paper", "author", WRITES)
-        edges("author", "paper", [(a, p) for p, a in WRITES])
-        edges("paper", "reference", CITES)
-        edges("paper", "cited_by", [(d, s) for s, d in CITES])
+        edges("paper", "author", writes)
+        edges("author", "paper", [(a, p) for p, a in writes])
+        edges("paper", "reference", cites)
+        edges("paper", "cited_by", [(d, s) for s, d in cites])
         writer.set_text_key("paper", "title")
         writer.set_text_key("author", "name")
     (root / "meta.json").write_text(json.dumps({"domain": "dblp", "scale": "test"}))
     with open(root / "questions.jsonl", "w", encoding="utf-8") as handle:
-        for record in QUESTIONS:
+        for record in questions:
             handle.write(json.dumps(record) + "\n")
     # The fixture is only useful if the store holds exactly what was written.
     from glmcot.graph.store import Graph
 
     graph = Graph.open(root / "graph")
     assert graph.num_nodes == len(order)
-    assert graph.num_edges == 2 * (len(WRITES) + len(CITES))
+    assert graph.num_edges == 2 * (len(writes) + len(cites))
     return root

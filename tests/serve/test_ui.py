@@ -31,7 +31,7 @@ from glmcot.serve.server import free_port
 
 from .conftest import wait_for_health
 from .dataset import QUESTIONS
-from .ui_dataset import HOSTILE, HOSTILE_TITLE, HUGE_ABSTRACT, build_ui_dataset
+from .dataset import HOSTILE, HOSTILE_TITLE, HUGE_ABSTRACT, build_dataset
 
 KEY = "ui-test-key"
 READY_TIMEOUT_S = 600.0
@@ -43,7 +43,7 @@ MULTI = QUESTIONS[1]   # non-deterministic: C, then R/A rounds, then R answers
 def served(tmp_path_factory):
     """`glmcot serve` with an API key and the scripted policy, as a user starts it."""
     pytest.importorskip("glmcot.engine.async_engine")
-    data = build_ui_dataset(tmp_path_factory.mktemp("ui") / "data")
+    data = build_dataset(tmp_path_factory.mktemp("ui") / "data", hostile=True)
     port = free_port()
     env = {**os.environ, "GLMCOT_API_KEY": KEY, "HF_HUB_OFFLINE": "1"}
     process = subprocess.Popen(
