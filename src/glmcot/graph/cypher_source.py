@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from glmcot.graph.errors import FeatureNotFound, RelationNotFound
+from glmcot.graph.errors import RelationNotFound
 from glmcot.graph.graph_source import (ChunkRelation, ChunkView, LiveNodeRefs, Neighbours, Schema,
                                        SourceUnavailable)
 
@@ -153,18 +153,6 @@ class CypherSource(LiveNodeRefs):
             elif name in properties:
                 result[name] = decode_feature(kind, properties[name])
         return result
-
-    def feature(self, ref: CypherNode, name: str) -> Any:
-        node = self._ref(ref)
-        entry = self._schema.type(node.node_type)
-        if name not in entry.features:
-            raise FeatureNotFound(f"{entry.name} node {node.node_id!r} has no feature {name!r}; "
-                                  f"{entry.name} features: {', '.join(entry.features) or '(none)'}")
-        present = self.features(node)
-        if name not in present:
-            raise FeatureNotFound(f"{entry.name} node {node.node_id!r} has no value for feature {name!r}; "
-                                  f"features present on this node: {', '.join(present) or '(none)'}")
-        return present[name]
 
     def _relation(self, node: CypherNode, relation: str) -> None:
         if not isinstance(relation, str) or relation not in self._schema.type(node.node_type).relations:

@@ -19,7 +19,7 @@ from typing import Any, Hashable, Protocol, runtime_checkable
 
 import numpy as np
 
-from glmcot.graph.errors import GraphFormatError, NodeNotFound
+from glmcot.graph.errors import FeatureNotFound, GraphFormatError, NodeNotFound
 
 NodeRef = Hashable  # what `resolve` returns: an int index for the store, the id string for a database
 
@@ -177,7 +177,7 @@ def type_indices(graph, node_type: str) -> np.ndarray:
 
 
 class LiveNodeRefs:
-    """`node_id`/`node_type` of a live source whose node references (`node_class`) carry both;
+    """`node_id`/`node_type`/`feature` of a live source whose node references (`node_class`) carry them;
     anything else is looked up first (`resolve`, the source's own query)."""
 
     node_class: type
@@ -195,6 +195,18 @@ class LiveNodeRefs:
 
     def node_type(self, ref: Any) -> str:
         return self._ref(ref).node_type
+
+    def feature(self, ref: Any, name: str) -> Any:
+        node = self._ref(ref)
+        entry = self._schema.type(node.node_type)
+        if name not in entry.features:
+            raise FeatureNotFound(f"{entry.name} node {node.node_id!r} has no feature {name!r}; "
+                                  f"{entry.name} features: {', '.join(entry.features) or '(none)'}")
+        present = self.features(node)
+        if name not in present:
+            raise FeatureNotFound(f"{entry.name} node {node.node_id!r} has no value for feature {name!r}; "
+                                  f"features present on this node: {', '.join(present) or '(none)'}")
+        return present[name]
 
 
 def ranked_neighbours(graph, index: int, relation: str, top_k: int) -> tuple[np.ndarray, int]:

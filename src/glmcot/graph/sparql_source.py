@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from glmcot.graph.cypher_source import MAX_ID_CHARS, relation_error
-from glmcot.graph.errors import FeatureNotFound
 from glmcot.graph.graph_source import (ChunkRelation, ChunkView, LiveNodeRefs, Neighbours, Schema,
                                        SourceUnavailable)
 
@@ -231,18 +230,6 @@ class SparqlSource(LiveNodeRefs):
         node = self._ref(ref)
         order = self._schema.type(node.node_type).features
         return {name: node.features[name] for name in order if name in node.features}
-
-    def feature(self, ref: SparqlNode, name: str) -> Any:
-        node = self._ref(ref)
-        entry = self._schema.type(node.node_type)
-        if name not in entry.features:
-            raise FeatureNotFound(f"{entry.name} node {node.node_id!r} has no feature {name!r}; "
-                                  f"{entry.name} features: {', '.join(entry.features) or '(none)'}")
-        present = self.features(node)
-        if name not in present:
-            raise FeatureNotFound(f"{entry.name} node {node.node_id!r} has no value for feature {name!r}; "
-                                  f"features present on this node: {', '.join(present) or '(none)'}")
-        return present[name]
 
     def _relation(self, node: SparqlNode, relation: str) -> str:
         if not isinstance(relation, str) or relation not in self._schema.type(node.node_type).relations:
