@@ -140,3 +140,34 @@ def test_no_import_cycles():
 def test_the_backend_spec_is_a_leaf():
     """The spec is read at every edge (the command line, benchmark arguments): it must stay light."""
     assert GRAPH["glmcot.llm.spec"] == set()
+
+
+# graph's own parts (issue 31's split): subpackage -> the graph parts it may import. The seam
+# (graph_source) and errors sit at the bottom; commands and the opener at the top. Updates and the
+# node index know each other (an update refreshes the index; the index overlay reads an update's
+# report): module imports between them stay acyclic (test_no_import_cycles).
+GRAPH_PARTS = {
+    "errors": set(),
+    "graph_source": {"errors"},
+    "storage": {"errors"},
+    "importers": {"errors", "storage"},
+    "updates": {"errors", "storage", "importers", "index", "tools"},
+    "index": {"errors", "storage", "updates"},
+    "tools": {"errors", "graph_source", "storage"},
+    "live": {"errors", "graph_source", "opener"},
+    "opener": {"graph_source", "storage", "live"},
+    "commands": {"errors", "graph_source", "opener", "storage", "updates", "importers", "index", "tools", "live"},
+}
+
+
+def test_graph_parts_import_only_what_the_split_allows():
+    def part(name: str) -> str | None:
+        pieces = name.split(".")
+        return pieces[2] if len(pieces) > 2 and pieces[1] == "graph" else None
+
+    parts = {part(name) for name in MODULES} - {None}
+    assert parts == set(GRAPH_PARTS), parts ^ set(GRAPH_PARTS)
+    wrong = sorted(f"{name} -> {target}" for name, targets in GRAPH.items() for target in targets
+                   if part(name) and part(target) and part(target) != part(name)
+                   and part(target) not in GRAPH_PARTS[part(name)])
+    assert wrong == []

@@ -10,7 +10,7 @@ def graph_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def graph(graph_dir):
-    from glmcot.graph.store import Graph
+    from glmcot.graph.storage.store import Graph
 
     return Graph.open(graph_dir)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from glmcot.graph.writer import StoreWriter
+from glmcot.graph.storage.writer import StoreWriter
 
 PAPERS = [
     ("p1", "Sparse Attention for Long Graphs", 2019, ["graphs", "attention"]),
@@ -54,7 +54,7 @@ def build_graph(out_dir: Path) -> Path:
         writer.set_text_key("author", "name")
         writer.set_text_key("venue", "name")
     # The fixture is only useful if the store holds exactly what was written.
-    from glmcot.graph.store import Graph
+    from glmcot.graph.storage.store import Graph
 
     graph = Graph.open(out_dir)
     assert graph.num_nodes == len(index)

@@ -11,8 +11,8 @@ from .fixtures import build_graph
 @pytest.fixture(scope="session")
 def embedded_graph_dir(tmp_path_factory):
     pytest.importorskip("faiss")
-    from glmcot.graph.retrieval import MiniLMEmbedder, build_node_index
-    from glmcot.graph.store import Graph
+    from glmcot.graph.index.retrieval import MiniLMEmbedder, build_node_index
+    from glmcot.graph.storage.store import Graph
 
     directory = build_graph(tmp_path_factory.mktemp("embedded") / "store")
     build_node_index(Graph.open(directory), MiniLMEmbedder())

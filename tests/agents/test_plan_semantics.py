@@ -25,7 +25,7 @@ def _star_over_expanded(record) -> bool:
 
 def test_star_over_an_expanded_action_calls_each_element(dblp):
     from glmcot.agents import AgentConfig, AgentContext, GraphCoTAgent, ScriptedBackend
-    from glmcot.graph.store import Graph
+    from glmcot.graph.storage.store import Graph
 
     out, records = dblp
     chosen = [r for r in records if _star_over_expanded(r)][:3]

@@ -391,7 +391,7 @@ def test_worker_has_process_file_size_and_open_file_limits(graph_dir):
 def test_open_file_limit_leaves_room_for_every_store_file(tmp_path):
     """Columns open lazily, after the limit is set, and a mapped file holds two descriptors: a
     node with many string features must still be readable in full."""
-    from glmcot.graph.writer import StoreWriter
+    from glmcot.graph.storage.writer import StoreWriter
 
     store = tmp_path / "wide"
     names = [f"f{i}" for i in range(80)]

@@ -8,9 +8,9 @@ import pytest
 
 from glmcot.agents.context import AgentContext
 from glmcot.agents.sandbox import SandboxExecutor, SandboxLimits
-from glmcot.graph.delta import parse_operation
-from glmcot.graph.versions import READERS, apply_update
-from glmcot.graph.writer import StoreWriter
+from glmcot.graph.updates.delta import parse_operation
+from glmcot.graph.updates.versions import READERS, apply_update
+from glmcot.graph.storage.writer import StoreWriter
 
 LIMITS = SandboxLimits(wall_s=60, cpu_s=20, startup_s=120)
 

@@ -9,7 +9,7 @@ from glmcot.data.schemas import DOMAINS
 
 @pytest.fixture(scope="session")
 def embedder():
-    from glmcot.graph.retrieval import MiniLMEmbedder
+    from glmcot.graph.index.retrieval import MiniLMEmbedder
 
     return MiniLMEmbedder()
 

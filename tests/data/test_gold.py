@@ -20,8 +20,8 @@ from glmcot.data.schemas import DOMAINS
 
 @pytest.mark.parametrize("domain", DOMAINS)
 def test_plans_reproduce_gold_with_exact_retrieval(domain, tiny_datasets):
-    from glmcot.graph.primitives import GraphTools
-    from glmcot.graph.store import Graph
+    from glmcot.graph.tools.primitives import GraphTools
+    from glmcot.graph.storage.store import Graph
 
     records = read_questions(tiny_datasets[domain] / "questions.jsonl")
     oracle = EntityOracle()

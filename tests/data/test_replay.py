@@ -19,9 +19,9 @@ UNITS = {"dblp": 160, "amazon": 220, "goodreads": 160, "biomedical": 350, "legal
 
 @pytest.mark.parametrize("domain", DOMAINS)
 def test_plan_replay_with_vector_retrieval(domain, embedder, tmp_path):
-    from glmcot.graph.primitives import GraphTools
-    from glmcot.graph.retrieval import NodeRetriever, build_node_index
-    from glmcot.graph.store import Graph
+    from glmcot.graph.tools.primitives import GraphTools
+    from glmcot.graph.index.retrieval import NodeRetriever, build_node_index
+    from glmcot.graph.storage.store import Graph
 
     graph = build_graph(domain, seed=0, units=UNITS[domain])
     records = make_questions(graph, seed=0, per_template=3)

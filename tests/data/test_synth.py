@@ -37,7 +37,7 @@ def test_other_seed_differs(tmp_path):
 
 @pytest.mark.parametrize("domain", DOMAINS)
 def test_store_has_the_schema(domain, tiny_datasets):
-    from glmcot.graph.store import Graph
+    from glmcot.graph.storage.store import Graph
 
     schema = load_schema(domain)
     graph = Graph.open(tiny_datasets[domain] / "graph")
@@ -54,8 +54,8 @@ def test_store_has_the_schema(domain, tiny_datasets):
 
 @pytest.mark.parametrize("domain", DOMAINS)
 def test_graph_json_matches_store_through_the_importer(domain, tiny_datasets, tmp_path):
-    from glmcot.graph.importer import import_graph_json
-    from glmcot.graph.store import Graph
+    from glmcot.graph.importers.importer import import_graph_json
+    from glmcot.graph.storage.store import Graph
 
     root = tiny_datasets[domain]
     raw = json.loads((root / "graph.json").read_text())

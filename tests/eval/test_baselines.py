@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from glmcot.eval.baselines import Baseline, ego_graph_lines, node_record, truncate_lines
-from glmcot.graph.store import Graph
-from glmcot.graph.writer import StoreWriter
+from glmcot.graph.storage.store import Graph
+from glmcot.graph.storage.writer import StoreWriter
 from glmcot.llm import BackendSpec
 from glmcot.system import make_backend
 

@@ -136,7 +136,7 @@ def test_ask_against_a_server_that_is_not_there_fails_at_once_in_one_line(cache_
 def test_eval_runs_every_graphcot_and_glm_on_a_real_shaped_grbench_file(tmp_path: Path, cache_env):
     """A graph.json in the real files' shape (dangling reference ids, counted as Graph-CoT counts
     them) imported, then the faithful and repaired Graph-CoT and GLM run on it (scripted policy)."""
-    from glmcot.graph.importer import import_graph_json
+    from glmcot.graph.importers.importer import import_graph_json
 
     fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "grbench"
     store = tmp_path / "store"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from glmcot.graph.store import Graph
-from glmcot.graph.writer import StoreWriter
+from glmcot.graph.storage.store import Graph
+from glmcot.graph.storage.writer import StoreWriter
 
 PAPERS = ["p1", "p2", "p3", "p4"]
 AUTHORS = ["a1", "a2", "a3"]
@@ -57,6 +57,6 @@ def tiny(tiny_dir) -> Graph:
 @pytest.fixture(scope="session")
 def embedder():
     """all-MiniLM-L6-v2, loaded once for the whole test session."""
-    from glmcot.graph.retrieval import MiniLMEmbedder
+    from glmcot.graph.index.retrieval import MiniLMEmbedder
 
     return MiniLMEmbedder()

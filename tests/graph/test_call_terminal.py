@@ -7,7 +7,7 @@ import json
 from typer.testing import CliRunner
 
 from glmcot.cli import app
-from glmcot.graph.writer import StoreWriter
+from glmcot.graph.storage.writer import StoreWriter
 
 TITLE = "\x1b]0;pwned\x07\x1b[2JGraphs\r\u202eok"
 

@@ -3,9 +3,9 @@ import sys
 
 import numpy as np
 
-from glmcot.graph.chunks import CHUNK_RENDERER_VERSION, ChunkConfig, chunk_key, render_chunk
-from glmcot.graph.store import Graph
-from glmcot.graph.writer import StoreWriter
+from glmcot.graph.tools.chunks import CHUNK_RENDERER_VERSION, ChunkConfig, chunk_key, render_chunk
+from glmcot.graph.storage.store import Graph
+from glmcot.graph.storage.writer import StoreWriter
 
 
 def test_chunk_layout(tiny):
@@ -46,8 +46,8 @@ def test_long_values_are_cut_and_whitespace_folded(tmp_path):
 
 _SCRIPT = """
 import sys
-from glmcot.graph.chunks import render_chunk
-from glmcot.graph.store import Graph
+from glmcot.graph.tools.chunks import render_chunk
+from glmcot.graph.storage.store import Graph
 g = Graph.open(sys.argv[1])
 sys.stdout.buffer.write("".join(render_chunk(g, g.node_id(i)) for i in range(g.num_nodes)).encode())
 """
@@ -82,7 +82,7 @@ def test_hub_ranking_matches_a_full_sort(tmp_path):
         src = np.repeat(np.arange(count), extra)
         writer.add_edges("n", "s", src, rng.integers(0, count, len(src)))
     graph = Graph.open(tmp_path / "g")
-    from glmcot.graph.chunks import ranked_neighbours
+    from glmcot.graph.tools.chunks import ranked_neighbours
 
     chosen, total = ranked_neighbours(graph, 0, "r", 7)
     neighbours = graph.neighbor_indices(0, "r")

@@ -54,7 +54,7 @@ def test_call_errors(tiny_dir):
 
 
 def test_embed_then_retrieve_from_the_command_line(tmp_path, monkeypatch, embedder, tiny_builder):
-    import glmcot.graph.retrieval as retrieval
+    import glmcot.graph.index.retrieval as retrieval
 
     store = tmp_path / "store"
     tiny_builder(store)

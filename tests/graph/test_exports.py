@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from glmcot.cli import app
-from glmcot.graph.chunks import render_chunk
-from glmcot.graph.primitives import GraphTools
-from glmcot.graph.store import Graph
+from glmcot.graph.tools.chunks import render_chunk
+from glmcot.graph.tools.primitives import GraphTools
+from glmcot.graph.storage.store import Graph
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "exports"
 runner = CliRunner()
@@ -206,7 +206,7 @@ def test_rdf_syntax_by_format_flag_and_clear_errors(tmp_path):
 # RetrieveNode ----------------------------------------------------------------------------------
 
 def test_retrieve_node_finds_nodes_by_name(shop, apoc, turtle, embedder):
-    from glmcot.graph.retrieval import NodeRetriever, build_node_index
+    from glmcot.graph.index.retrieval import NodeRetriever, build_node_index
 
     for (graph, _), query, expected in [(shop, "Chai", "Product:1"), (shop, "Nancy Davolio", "Employee:1"),
                                         (shop, "Around the Horn", "Customer:3"), (apoc, "Keanu Reeves", "189"),
@@ -217,7 +217,7 @@ def test_retrieve_node_finds_nodes_by_name(shop, apoc, turtle, embedder):
 
 
 def test_opening_a_retriever_loads_no_model(shop, embedder):
-    from glmcot.graph.retrieval import LazyEmbedder, NodeRetriever, build_node_index
+    from glmcot.graph.index.retrieval import LazyEmbedder, NodeRetriever, build_node_index
 
     graph, _ = shop
     if not (graph.directory / "retrieval" / "meta.json").is_file():
@@ -239,8 +239,8 @@ GRBENCH_DIGESTS = {
 @pytest.mark.parametrize("name", sorted(GRBENCH_DIGESTS))
 def test_grbench_prompts_and_chunks_are_byte_identical(name, tmp_path):
     from glmcot.agents.prompts import load_prompts
-    from glmcot.graph.chunks import render_chunk_at
-    from glmcot.graph.importer import import_graph_json
+    from glmcot.graph.tools.chunks import render_chunk_at
+    from glmcot.graph.importers.importer import import_graph_json
 
     import_graph_json(Path(__file__).resolve().parents[1] / "fixtures" / "grbench" / name, tmp_path / "store")
     graph = Graph.open(tmp_path / "store")
@@ -275,7 +275,7 @@ def test_several_edges_to_one_neighbour_give_every_value(tmp_path):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "nodes.csv").write_text("id:ID,name\nc,Carol\np,Pen\n")
     (tmp_path / "in" / "orders.csv").write_text(":START_ID,:END_ID,:TYPE,quantity:int\nc,p,ORDERS,1\nc,p,ORDERS,2\nc,p,ORDERS,3\n")
-    from glmcot.graph.tables import import_tables
+    from glmcot.graph.importers.tables import import_tables
 
     import_tables(tmp_path / "in", tmp_path / "store")
     tools = GraphTools(Graph.open(tmp_path / "store"), neighbour_limit=2)

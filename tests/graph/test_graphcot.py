@@ -1,4 +1,4 @@
-from glmcot.graph.graphcot import INVALID_ACTION, MISSING_KEY, NO_MATCH, GraphCoTObserver
+from glmcot.graph.tools.graphcot import INVALID_ACTION, MISSING_KEY, NO_MATCH, GraphCoTObserver
 
 
 class FixedRetriever:
@@ -34,8 +34,8 @@ def test_error_sentences(tiny):
 def test_neighbour_lists_are_never_cut(tmp_path):
     import numpy as np
 
-    from glmcot.graph.store import Graph
-    from glmcot.graph.writer import StoreWriter
+    from glmcot.graph.storage.store import Graph
+    from glmcot.graph.storage.writer import StoreWriter
 
     ids = [f"n{i}" for i in range(120)]
     with StoreWriter(tmp_path / "g") as writer:

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from glmcot.graph.errors import GraphFormatError, GraphToolError, NodeNotFound
-from glmcot.graph.graphcot import GraphFunctions
-from glmcot.graph.importer import import_graph_json
-from glmcot.graph.primitives import GraphTools
-from glmcot.graph.store import Graph
+from glmcot.graph.tools.graphcot import GraphFunctions
+from glmcot.graph.importers.importer import import_graph_json
+from glmcot.graph.tools.primitives import GraphTools
+from glmcot.graph.storage.store import Graph
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "grbench"
 MISSING = "<KeyError>"
@@ -164,7 +164,7 @@ def test_a_relation_key_a_node_lacks_is_a_key_error_for_the_faithful_baseline(tm
 
 @pytest.mark.parametrize("name", sorted(path.name for path in FIXTURES.glob("*.json")))
 def test_fixture_survives_export_and_reimport(tmp_path, name):
-    from glmcot.graph.export import export_graph_json
+    from glmcot.graph.importers.export import export_graph_json
 
     import_graph_json(FIXTURES / name, tmp_path / "a")
     export_graph_json(Graph.open(tmp_path / "a"), tmp_path / "out.json")
@@ -217,7 +217,7 @@ def test_nesting_limit_is_exact_and_covers_neighbour_values(tmp_path):
 
 
 def test_a_megabyte_id_is_hashed_in_linear_work(tmp_path, monkeypatch):
-    import glmcot.graph.idhash as idhash
+    import glmcot.graph.storage.idhash as idhash
 
     widest = []
     real = idhash._hash_short
@@ -274,7 +274,7 @@ def test_older_stores_without_dangling_or_null_files_still_open(tmp_path, tiny_b
 def test_non_finite_filter_handles_tokens_split_across_reads(size):
     import io
 
-    from glmcot.graph.importer import _NonFiniteReader, _restore_non_finite
+    from glmcot.graph.importers.importer import _NonFiniteReader, _restore_non_finite
 
     document = b'{"a\\"NaN": [NaN, -Infinity, Infinity, "NaN \\\\", "Infinity"], "b": -1.5e3}'
 

@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from glmcot.cli import app
 from glmcot.graph.errors import GraphFormatError
-from glmcot.graph.store import Graph
-from glmcot.graph.tables import CSV_BLOCK_BYTES, import_tables
+from glmcot.graph.storage.store import Graph
+from glmcot.graph.importers.tables import CSV_BLOCK_BYTES, import_tables
 
 runner = CliRunner()
 
@@ -51,8 +51,8 @@ def test_a_row_over_the_limit_stops_the_import(tmp_path):
 
 
 def test_an_unclosed_quote_in_an_update_commits_nothing(tmp_path):
-    from glmcot.graph.changes import read_changes
-    from glmcot.graph.versions import CURRENT, apply_update
+    from glmcot.graph.updates.changes import read_changes
+    from glmcot.graph.updates.versions import CURRENT, apply_update
 
     store = tmp_path / "store"
     import_tables(nodes_csv(tmp_path / "tables", "n1,Ada,Person\n"), store)
@@ -107,7 +107,7 @@ def test_graph_info_shows_names_that_look_like_markup(tmp_path):
 def test_identical_triples_count_once(tmp_path):
     import gzip
 
-    from glmcot.graph.triples import import_triples
+    from glmcot.graph.importers.triples import import_triples
 
     edge = "<http://x/m1> <http://x/director> <http://x/p1> .\n"
     lines = (["<http://x/m1> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <http://x/Movie> .\n"] * 3
@@ -127,7 +127,7 @@ def test_identical_triples_count_once(tmp_path):
 def test_a_gzip_bomb_stops_the_import(tmp_path, monkeypatch):
     import gzip
 
-    from glmcot.graph import triples
+    from glmcot.graph.importers import triples
 
     monkeypatch.setattr(triples, "_EXPANSION_FLOOR", 64 << 10)
     path = tmp_path / "bomb.nt.gz"
@@ -144,7 +144,7 @@ def test_a_gzip_bomb_stops_the_import(tmp_path, monkeypatch):
 def test_grbench_json_reads_what_json_load_reads(tmp_path, monkeypatch, buffer):
     """1e999, integers past 64 bits and lone surrogate escapes: the store holds json.load's values
     (small buffers cut every token somewhere)."""
-    from glmcot.graph import importer
+    from glmcot.graph.importers import importer
 
     monkeypatch.setattr(importer, "_BUFFER", buffer)
     text = ('{"paper_nodes": {'

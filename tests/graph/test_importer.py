@@ -3,8 +3,8 @@ import json
 import pytest
 
 from glmcot.graph.errors import GraphFormatError
-from glmcot.graph.importer import import_graph_json
-from glmcot.graph.store import Graph
+from glmcot.graph.importers.importer import import_graph_json
+from glmcot.graph.storage.store import Graph
 
 GRAPH = {
     "paper_nodes": {
@@ -178,7 +178,7 @@ def test_progress_reports_bytes_of_both_passes(tmp_path):
 def test_neighbour_resolution_survives_hash_collisions(tmp_path, monkeypatch):
     import numpy as np
 
-    import glmcot.graph.importer as importer
+    import glmcot.graph.importers.importer as importer
 
     monkeypatch.setattr(importer, "hash_ids", lambda blob, offsets: np.zeros(len(offsets) - 1, np.uint64))
     payload = {"n_nodes": {"x": {"features": {}, "neighbors": {"r": ["y", "zz", "nope", "x"]}},
@@ -196,7 +196,7 @@ def test_export_then_import_gives_the_same_graph(tmp_path, tiny):
     from typer.testing import CliRunner
 
     from glmcot.cli import app
-    from glmcot.graph.chunks import render_chunk
+    from glmcot.graph.tools.chunks import render_chunk
 
     path = tmp_path / "graph.json"
     runner = CliRunner()

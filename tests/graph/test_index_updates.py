@@ -1,12 +1,12 @@
 import numpy as np
 import pytest
 
-from glmcot.graph.delta import ApplyReport, parse_operation
-from glmcot.graph.index_updates import UpdatedNodeRetriever, drop_affected
-from glmcot.graph.retrieval import NodeRetriever, RetrieveNodeCache, build_node_index
-from glmcot.graph.store import Graph
-from glmcot.graph.versions import apply_update, compact
-from glmcot.graph.writer import StoreWriter
+from glmcot.graph.updates.delta import ApplyReport, parse_operation
+from glmcot.graph.index.index_updates import UpdatedNodeRetriever, drop_affected
+from glmcot.graph.index.retrieval import NodeRetriever, RetrieveNodeCache, build_node_index
+from glmcot.graph.storage.store import Graph
+from glmcot.graph.updates.versions import apply_update, compact
+from glmcot.graph.storage.writer import StoreWriter
 
 TITLES = ["Attention Is All You Need", "Deep Residual Learning for Image Recognition",
           "Playing Atari with Deep Reinforcement Learning", "Adam: A Method for Stochastic Optimization",

@@ -31,8 +31,8 @@ def example(tmp_path_factory):
 
 
 def test_both_imports_give_the_same_graph(example):
-    from glmcot.graph.chunks import render_chunk
-    from glmcot.graph.store import Graph
+    from glmcot.graph.tools.chunks import render_chunk
+    from glmcot.graph.storage.store import Graph
 
     stores, _ = example
     tables, triples = Graph.open(stores["tables"]), Graph.open(stores["triples"])
@@ -49,7 +49,7 @@ def test_both_imports_give_the_same_graph(example):
 
 def test_prompts_come_from_the_store(example):
     from glmcot.agents.prompts import load_prompts
-    from glmcot.graph.store import Graph
+    from glmcot.graph.storage.store import Graph
 
     stores, _ = example
     prompts = load_prompts("movies", Graph.open(stores["triples"]))
@@ -83,9 +83,9 @@ def test_changed_node_reaches_the_prompt_with_a_new_chunk_key(tmp_path):
     the engine cannot reuse KV computed for the old text (its chunk index also compares tokens)."""
     from glmcot.agents import AgentConfig, AgentContext, GLMAgent, ScriptedBackend
     from glmcot.agents.sandbox import SandboxLimits
-    from glmcot.graph.delta import parse_operation
-    from glmcot.graph.tables import import_tables
-    from glmcot.graph.versions import apply_update
+    from glmcot.graph.updates.delta import parse_operation
+    from glmcot.graph.importers.tables import import_tables
+    from glmcot.graph.updates.versions import apply_update
     from glmcot.llm import LLMBackend
 
     out = tmp_path / "movies"

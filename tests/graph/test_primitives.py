@@ -1,6 +1,6 @@
 import pytest
 
-from glmcot.graph.primitives import (
+from glmcot.graph.tools.primitives import (
     PRIMITIVES,
     FeatureNotFound,
     GraphToolError,
@@ -74,8 +74,8 @@ def test_touched_records_subjects_in_first_touch_order(tiny):
 
 
 def test_numeric_ids_are_accepted(tmp_path):
-    from glmcot.graph.store import Graph
-    from glmcot.graph.writer import StoreWriter
+    from glmcot.graph.storage.store import Graph
+    from glmcot.graph.storage.writer import StoreWriter
 
     with StoreWriter(tmp_path / "g") as writer:
         writer.add_nodes("book", ["21366268"], {"title": ["A Book"]})

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from glmcot.graph.errors import RetrievalUnavailable
-from glmcot.graph.primitives import GraphTools
-from glmcot.graph.retrieval import IndexConfig, NodeRetriever, RetrieveNodeCache, build_node_index, minilm_model_dir
-from glmcot.graph.store import Graph
-from glmcot.graph.writer import StoreWriter
+from glmcot.graph.tools.primitives import GraphTools
+from glmcot.graph.index.retrieval import IndexConfig, NodeRetriever, RetrieveNodeCache, build_node_index, minilm_model_dir
+from glmcot.graph.storage.store import Graph
+from glmcot.graph.storage.writer import StoreWriter
 
 TITLES = [
     "Attention Is All You Need",

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from glmcot.graph.errors import GraphFormatError
-from glmcot.graph.layout import STORE_FORMAT_VERSION
-from glmcot.graph.store import Graph
-from glmcot.graph.writer import StoreWriter
+from glmcot.graph.storage.layout import STORE_FORMAT_VERSION
+from glmcot.graph.storage.store import Graph
+from glmcot.graph.storage.writer import StoreWriter
 from glmcot.graph.errors import FeatureNotFound, NodeNotFound, RelationNotFound
 
 
@@ -161,7 +161,7 @@ def test_compact_dtypes(tiny_dir):
 
 
 def test_lookups_survive_hash_collisions(tmp_path, monkeypatch):
-    import glmcot.graph.writer as writer_module
+    import glmcot.graph.storage.writer as writer_module
 
     # every id gets the same hash: lookups must fall back to comparing the id strings
     monkeypatch.setattr(writer_module, "hash_ids", lambda blob, offsets: np.zeros(len(offsets) - 1, np.uint64))
@@ -180,7 +180,7 @@ def test_lookups_survive_hash_collisions(tmp_path, monkeypatch):
 
 
 def test_id_hash_forms_agree():
-    from glmcot.graph.idhash import hash_id, hash_ids
+    from glmcot.graph.storage.idhash import hash_id, hash_ids
 
     ids = ["a", "p1", "53e99784b7602d9701f3ffdd", "Zürich ✓", "x" * 300, "DOID:8778", "\x00\x00"]
     encoded = [i.encode() for i in ids]

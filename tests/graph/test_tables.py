@@ -6,8 +6,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from glmcot.graph.errors import GraphFormatError
-from glmcot.graph.store import Graph
-from glmcot.graph.tables import import_tables, parse_header
+from glmcot.graph.storage.store import Graph
+from glmcot.graph.importers.tables import import_tables, parse_header
 
 MOVIES = (
     "movieId:ID,title,year:int,genres:string[],rating:float,:LABEL\n"
@@ -152,7 +152,7 @@ def test_existing_store_is_kept_unless_forced(tmp_path):
 
 
 def test_import_format_is_chosen_from_the_names(tmp_path):
-    from glmcot.graph.sources import SourceFormat, detect_format
+    from glmcot.graph.importers.sources import SourceFormat, detect_format
 
     (tmp_path / "a.csv").write_text("id\nx\n")
     (tmp_path / "g.nt").write_text("")

@@ -3,8 +3,8 @@ import gzip
 import pytest
 
 from glmcot.graph.errors import GraphFormatError
-from glmcot.graph.store import Graph
-from glmcot.graph.triples import import_triples, local_name
+from glmcot.graph.storage.store import Graph
+from glmcot.graph.importers.triples import import_triples, local_name
 
 EX = "http://example.org/"
 RDF_TYPE = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"

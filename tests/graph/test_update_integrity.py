@@ -6,13 +6,13 @@ import json
 import numpy as np
 import pytest
 
-from glmcot.graph.chunks import render_chunk
-from glmcot.graph.delta import parse_operation, read_operations
+from glmcot.graph.tools.chunks import render_chunk
+from glmcot.graph.updates.delta import parse_operation, read_operations
 from glmcot.graph.errors import GraphFormatError
-from glmcot.graph.primitives import GraphTools
-from glmcot.graph.store import Graph
-from glmcot.graph.versions import CURRENT, READERS, VersionInfo, apply_update, compact, open_version, pin_version, unpin
-from glmcot.graph.writer import StoreWriter
+from glmcot.graph.tools.primitives import GraphTools
+from glmcot.graph.storage.store import Graph
+from glmcot.graph.updates.versions import CURRENT, READERS, VersionInfo, apply_update, compact, open_version, pin_version, unpin
+from glmcot.graph.storage.writer import StoreWriter
 
 
 def build(path):
@@ -180,7 +180,7 @@ def test_values_nest_at_most_as_deep_as_the_importer_reads(store):
 # Derived structures ----------------------------------------------------------------------------------
 
 def test_reverse_edges_follow_json_lines_updates(tmp_path):
-    from glmcot.graph.tables import import_tables
+    from glmcot.graph.importers.tables import import_tables
 
     tables = tmp_path / "tables"
     tables.mkdir()

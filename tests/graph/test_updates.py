@@ -4,12 +4,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from glmcot.graph.chunks import chunk_key, render_chunk
-from glmcot.graph.delta import parse_operation, read_operations
+from glmcot.graph.tools.chunks import chunk_key, render_chunk
+from glmcot.graph.updates.delta import parse_operation, read_operations
 from glmcot.graph.errors import FeatureNotFound, GraphFormatError, NodeNotFound
-from glmcot.graph.store import Graph
-from glmcot.graph.versions import CURRENT, VersionInfo, apply_update, compact
-from glmcot.graph.writer import StoreWriter
+from glmcot.graph.storage.store import Graph
+from glmcot.graph.updates.versions import CURRENT, VersionInfo, apply_update, compact
+from glmcot.graph.storage.writer import StoreWriter
 
 
 def build(path):
@@ -187,7 +187,7 @@ def test_update_and_compact_commands(tmp_path, store):
 
 
 def test_dangling_neighbour_ids_survive_updates_and_compaction(tmp_path):
-    from glmcot.graph.importer import import_graph_json
+    from glmcot.graph.importers.importer import import_graph_json
 
     source = tmp_path / "graph.json"
     source.write_text(json.dumps({
@@ -209,7 +209,7 @@ def test_dangling_neighbour_ids_survive_updates_and_compaction(tmp_path):
 
 
 def test_null_features_and_absent_relation_keys_survive_updates_and_compaction(tmp_path):
-    from glmcot.graph.importer import import_graph_json
+    from glmcot.graph.importers.importer import import_graph_json
 
     fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "grbench"
     for name, check in (

@@ -146,7 +146,7 @@ def test_graphs_added_and_removed_while_serving(client, dataset):
 
 
 def test_a_version_committed_by_another_process_is_noticed(client, dataset):
-    code = ("import sys; from glmcot.graph.delta import parse_operation; from glmcot.graph.versions import apply_update; "
+    code = ("import sys; from glmcot.graph.updates.delta import parse_operation; from glmcot.graph.updates.versions import apply_update; "
             "apply_update(sys.argv[1], [parse_operation({'op': 'upsert_node', 'id': 'p9', 'type': 'paper', "
             "'features': {'title': 'Replicated Paper', 'year': 2024}}, 'op')])")
     from .conftest import child_env

@@ -19,7 +19,7 @@ from glmcot.mini.data import read_examples
 def parts(built):
     from glmcot.engine.grammar import GrammarCompiler
     from glmcot.engine.models.tokenizer import load_tokenizer
-    from glmcot.graph.store import Graph
+    from glmcot.graph.storage.store import Graph
 
     root, _ = built
     tokenizer = load_tokenizer(root / "ckpt")

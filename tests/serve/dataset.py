@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from glmcot.graph.writer import StoreWriter
+from glmcot.graph.storage.writer import StoreWriter
 
 PAPERS = [("p1", "Sparse Attention for Long Graphs", 2019),
           ("p2", "Learning to Rank Nodes", 2020),
@@ -104,7 +104,7 @@ def build_dataset(root: Path, hostile: bool = False) -> Path:
         for record in questions:
             handle.write(json.dumps(record) + "\n")
     # The fixture is only useful if the store holds exactly what was written.
-    from glmcot.graph.store import Graph
+    from glmcot.graph.storage.store import Graph
 
     graph = Graph.open(root / "graph")
     assert graph.num_nodes == len(order)

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from glmcot.data.movies import REVERSE_SUFFIX, write_example
-from glmcot.graph.tables import import_tables
+from glmcot.graph.importers.tables import import_tables
 from glmcot.serve.config import ServeConfig
 from glmcot.serve.startup import build_runtime
 from glmcot.serve.server import BackgroundServer

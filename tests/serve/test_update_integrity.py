@@ -12,8 +12,8 @@ import pytest
 
 from glmcot.agents.trace import SnippetRun
 from glmcot.data.movies import REVERSE_SUFFIX, write_example
-from glmcot.graph.store import Graph
-from glmcot.graph.tables import import_tables
+from glmcot.graph.storage.store import Graph
+from glmcot.graph.importers.tables import import_tables
 from glmcot.serve.config import ServeConfig
 from glmcot.serve.server import BackgroundServer
 from glmcot.serve.startup import build_runtime

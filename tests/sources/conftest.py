@@ -26,7 +26,7 @@ def store(dataset):
 
 @pytest.fixture(scope="session")
 def falkordb_server():
-    from glmcot.graph.servers import start_falkordb
+    from glmcot.graph.live.servers import start_falkordb
 
     with start_falkordb() as server:
         yield server
@@ -34,7 +34,7 @@ def falkordb_server():
 
 @pytest.fixture(scope="session")
 def oxigraph_server():
-    from glmcot.graph.servers import start_oxigraph
+    from glmcot.graph.live.servers import start_oxigraph
 
     with start_oxigraph() as server:
         yield server

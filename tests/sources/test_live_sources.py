@@ -10,11 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 from glmcot.cli import app
-from glmcot.graph.chunks import render_source_chunk
+from glmcot.graph.tools.chunks import render_source_chunk
 from glmcot.graph.errors import FeatureNotFound, NodeNotFound, RelationNotFound
 from glmcot.graph.graph_source import SourceUnavailable
 from glmcot.graph.opener import open_source
-from glmcot.graph.primitives import GraphTools
+from glmcot.graph.tools.primitives import GraphTools
 
 
 def _nodes(source):
@@ -100,7 +100,7 @@ def test_graph_info_and_call_take_a_url(database_url, store):
 
 
 def test_an_unreachable_database_is_a_clear_error_naming_the_url():
-    from glmcot.graph.servers import free_port
+    from glmcot.graph.live.servers import free_port
 
     url = f"falkordb://127.0.0.1:{free_port()}/g"
     with pytest.raises(SourceUnavailable, match=url.replace(".", r"\.")):
@@ -117,8 +117,8 @@ def test_a_database_that_dies_fails_the_snippet_and_the_source_recovers(store, d
     the snippet's run raises SourceUnavailable (the agents turn it into graph_source_error), and
     once a database answers on that URL again the same source and sandbox answer again."""
     from glmcot.agents.sandbox import SandboxExecutor, SandboxLimits
-    from glmcot.graph.db_export import export_graph
-    from glmcot.graph.servers import start_falkordb
+    from glmcot.graph.live.db_export import export_graph
+    from glmcot.graph.live.servers import start_falkordb
 
     server = start_falkordb()
     url = server.graph_url("dying")
@@ -148,8 +148,8 @@ def test_a_database_that_dies_fails_the_snippet_and_the_source_recovers(store, d
 def test_glm_agent_fails_a_question_with_graph_source_error_when_the_database_is_gone(store, dataset):
     from glmcot.agents import AgentContext
     from glmcot.agents.sandbox import SandboxLimits
-    from glmcot.graph.db_export import export_graph
-    from glmcot.graph.servers import start_falkordb
+    from glmcot.graph.live.db_export import export_graph
+    from glmcot.graph.live.servers import start_falkordb
 
     server = start_falkordb()
     url = server.graph_url("gone")
@@ -182,7 +182,7 @@ def test_glm_agent_fails_a_question_with_graph_source_error_when_the_database_is
 
 
 def test_a_live_chunk_key_follows_the_chunk_text(store, database_url):
-    from glmcot.graph.chunks import chunk_key
+    from glmcot.graph.tools.chunks import chunk_key
 
     db = open_source(database_url)
     try:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from glmcot.graph.falkordb_source import FalkorLocation
+from glmcot.graph.live.falkordb_source import FalkorLocation
 from glmcot.graph.opener import LocationKind, canonical_location, location_kind
-from glmcot.graph.sparql_source import SparqlLocation, iri_id, node_iri
+from glmcot.graph.live.sparql_source import SparqlLocation, iri_id, node_iri
 
 
 def test_location_kinds_and_collapsed_urls():

@@ -16,9 +16,9 @@ KEY = "test-key-sources"
 
 
 def test_two_replicas_one_database_and_a_database_outage(dataset):
-    from glmcot.graph.db_export import export_graph
+    from glmcot.graph.live.db_export import export_graph
     from glmcot.graph.opener import open_source
-    from glmcot.graph.servers import start_falkordb
+    from glmcot.graph.live.servers import start_falkordb
 
     records = [json.loads(line) for line in (dataset / "questions.jsonl").read_text().splitlines()][:4]
     store = open_source(dataset)

@@ -12,7 +12,7 @@ from typing import Any
 from glmcot.agents.prompts import PromptSet, load_prompts
 from glmcot.agents.retrieval import LexicalRetriever, RetrievalService
 from glmcot.agents.sandbox import SandboxExecutor, SandboxLimits
-from glmcot.graph.store import store_directory
+from glmcot.graph.storage.store import store_directory
 
 
 def dataset_domain(graph_dir: Path) -> str | None:
@@ -36,7 +36,7 @@ def open_retriever(spec: Any, graph_dir: Path, graph) -> Any:
         return LexicalRetriever(graph)
     if spec in ("auto", "embedding"):
         from glmcot.graph.errors import RetrievalUnavailable
-        from glmcot.graph.retrieval import NodeRetriever
+        from glmcot.graph.index.retrieval import NodeRetriever
 
         try:
             return NodeRetriever.open(graph)
@@ -50,7 +50,7 @@ def open_retriever(spec: Any, graph_dir: Path, graph) -> Any:
 def open_source_retriever(source, required: bool = False) -> Any:
     """RetrieveNode over a live source: glmcot's embedding index built from the source's texts,
     else (no embedder installed) lexical matching of the same texts."""
-    from glmcot.graph.retrieval import source_retriever
+    from glmcot.graph.index.retrieval import source_retriever
 
     try:
         return source_retriever(source)
@@ -79,11 +79,11 @@ class AgentContext:
         domain: str | None = None,
         retrieval_threads: int = 2,
     ):
-        from glmcot.graph.chunks import chunk_key
+        from glmcot.graph.tools.chunks import chunk_key
         from glmcot.graph.graph_source import store_of
         from glmcot.graph.opener import canonical_location, is_database, open_source
 
-        from glmcot.graph.versions import pin_version, unpin, version_of
+        from glmcot.graph.updates.versions import pin_version, unpin, version_of
 
         live = is_database(graph_dir)
         self._unpin = unpin

@@ -15,7 +15,7 @@ from glmcot.graph.graph_source import SourceUnavailable
 from glmcot.agents.config import AgentConfig
 from glmcot.agents.context import AgentContext
 from glmcot.agents.records import QuestionResult
-from glmcot.graph.graphcot import INVALID_ACTION, GraphCoTObserver
+from glmcot.graph.tools.graphcot import INVALID_ACTION, GraphCoTObserver
 from glmcot.agents.retrieval import TimedResolver
 from glmcot.agents.trace import GraphCoTStep
 from glmcot.llm import Level, LLMBackend, LLMError, Segment

@@ -36,7 +36,7 @@ from glmcot.graph.graph_source import SourceUnavailable
 from glmcot.agents.config import AgentConfig
 from glmcot.agents.context import AgentContext
 from glmcot.agents.records import QuestionResult
-from glmcot.graph.graphcot import GraphFunctions
+from glmcot.graph.tools.graphcot import GraphFunctions
 from glmcot.agents.retrieval import TimedResolver
 from glmcot.agents.trace import GraphCoTConfig, GraphCoTStep
 from glmcot.llm import Level, LLMBackend, LLMError, Segment

@@ -56,8 +56,8 @@ def ensure_dataset(domain: str, root: Path, scale: str, seed: int, per_template:
         console.print(f"[dim]synthesising {domain} ({scale}) into {out}[/dim]")
         generate(SynthConfig(domain=domain, scale=scale, seed=seed, questions_per_template=per_template), out, force=True)
     if retriever == "embedding" and not (out / "graph" / "retrieval" / "meta.json").exists():
-        from glmcot.graph.retrieval import MiniLMEmbedder, build_node_index
-        from glmcot.graph.store import Graph
+        from glmcot.graph.index.retrieval import MiniLMEmbedder, build_node_index
+        from glmcot.graph.storage.store import Graph
 
         console.print(f"[dim]embedding {domain} node texts (MiniLM)[/dim]")
         build_node_index(Graph.open(out / "graph"), MiniLMEmbedder())

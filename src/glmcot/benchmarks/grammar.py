@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from glmcot.agents.grammar import CLASSIFY_EBNF, GraphVocabulary, act_grammar, question_spans
     from glmcot.engine import LLM, SamplingParams
-    from glmcot.graph.store import Graph
+    from glmcot.graph.storage.store import Graph
     from glmcot.llm.types import Grammar
     from glmcot.mini.checkpoint import resolve
 

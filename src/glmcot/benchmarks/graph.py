@@ -35,9 +35,9 @@ from pathlib import Path
 import numpy as np
 
 from glmcot.files import write_json_atomic
-from glmcot.graph.primitives import GraphTools
-from glmcot.graph.store import Graph
-from glmcot.graph.writer import StoreWriter
+from glmcot.graph.tools.primitives import GraphTools
+from glmcot.graph.storage.store import Graph
+from glmcot.graph.storage.writer import StoreWriter
 
 WORDS = (
     "graph neural learning language model retrieval attention cache scalable query reasoning "
@@ -109,7 +109,7 @@ def timed(call, arguments: list[tuple]) -> dict:
 _OPEN_SCRIPT = """
 import json, sys, time
 begin = time.perf_counter()
-from glmcot.graph.store import Graph
+from glmcot.graph.storage.store import Graph
 imported = time.perf_counter()
 g = Graph.open(sys.argv[1])
 opened = time.perf_counter()
@@ -162,9 +162,9 @@ def measure_store(store: Path, samples: int, seed: int = 1) -> dict:
 
 def graphcot_peer(store: Path, workdir: Path, samples: int) -> dict:
     """Graph-CoT's representation: graph.json loaded whole into dicts. Also times our importer."""
-    from glmcot.graph.importer import import_graph_json
+    from glmcot.graph.importers.importer import import_graph_json
 
-    from glmcot.graph.export import export_graph_json
+    from glmcot.graph.importers.export import export_graph_json
 
     graph = Graph.open(store)
     path = export_graph_json(graph, workdir / "graph.json")
@@ -217,7 +217,7 @@ print(json.dumps({"load_s": load, "rss_bytes": after - before,
 def measure_retrieval(sizes: list[int], queries: int, torch_threads: int = 1) -> list[dict]:
     import faiss
 
-    from glmcot.graph.retrieval import IndexConfig, MiniLMEmbedder, RetrieveNodeCache, _make_index
+    from glmcot.graph.index.retrieval import IndexConfig, MiniLMEmbedder, RetrieveNodeCache, _make_index
 
     # query_threads 1 is the embedder's default for small batches (see SentenceTransformerEmbedder)
     embedder = MiniLMEmbedder(query_threads=torch_threads or None)

@@ -25,9 +25,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from glmcot.graph.chunks import DEFAULT_CHUNK_CONFIG, render_chunk_at
+from glmcot.graph.tools.chunks import DEFAULT_CHUNK_CONFIG, render_chunk_at
 from glmcot.graph.opener import open_source
-from glmcot.graph.primitives import GraphTools
+from glmcot.graph.tools.primitives import GraphTools
 
 
 class DirectTools:
@@ -136,8 +136,8 @@ def scripted_question_latency(dataset: Path, location: str, questions: int, out:
 
 def run(domain: str, samples: int, repeats: int, questions: int, seed: int, work: Path) -> dict:
     from glmcot.eval.workload import ensure_dataset
-    from glmcot.graph.db_export import export_graph
-    from glmcot.graph.servers import start_falkordb, start_oxigraph
+    from glmcot.graph.live.db_export import export_graph
+    from glmcot.graph.live.servers import start_falkordb, start_oxigraph
 
     dataset = ensure_dataset(domain, "tiny", 0, work / "cache")
     store = open_source(dataset)

@@ -28,12 +28,12 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from glmcot.graph.chunks import render_chunk_at
-from glmcot.graph.delta import Operation
-from glmcot.graph.importer import import_graph_json
-from glmcot.graph.sources import SourceFormat, import_source
-from glmcot.graph.store import Graph
-from glmcot.graph.versions import apply_update, compact
+from glmcot.graph.tools.chunks import render_chunk_at
+from glmcot.graph.updates.delta import Operation
+from glmcot.graph.importers.importer import import_graph_json
+from glmcot.graph.importers.sources import SourceFormat, import_source
+from glmcot.graph.storage.store import Graph
+from glmcot.graph.updates.versions import apply_update, compact
 
 EX = "http://example.org/"
 

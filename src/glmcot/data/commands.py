@@ -131,8 +131,8 @@ def replay(
     from glmcot.data.questions import read_questions
     from glmcot.data.replay import EntityOracle, prefetch
     from glmcot.data.replay import replay as run_replay
-    from glmcot.graph.primitives import GraphTools
-    from glmcot.graph.store import Graph
+    from glmcot.graph.tools.primitives import GraphTools
+    from glmcot.graph.storage.store import Graph
 
     store, questions = dataset / "graph", dataset / "questions.jsonl"
     if not store.is_dir() or not questions.is_file():
@@ -142,7 +142,7 @@ def replay(
     if oracle:
         retriever = EntityOracle()
     else:
-        from glmcot.graph.retrieval import MiniLMEmbedder, NodeRetriever, build_node_index
+        from glmcot.graph.index.retrieval import MiniLMEmbedder, NodeRetriever, build_node_index
 
         embedder = MiniLMEmbedder()
         if not (store / "retrieval" / "meta.json").is_file():

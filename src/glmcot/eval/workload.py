@@ -28,8 +28,8 @@ HOT_CANDIDATES = 60  # most-connected anchors tried when choosing them
 def ensure_dataset(domain: str, scale: str, seed: int, cache_dir: Path) -> Path:
     """A synthetic dataset folder (graph/, questions.jsonl, meta.json), generated once and cached."""
     from glmcot.data.synth import GENERATOR_VERSION, SynthConfig, generate
-    from glmcot.graph.retrieval import RETRIEVAL_FORMAT_VERSION, MiniLMEmbedder, build_node_index
-    from glmcot.graph.store import Graph
+    from glmcot.graph.index.retrieval import RETRIEVAL_FORMAT_VERSION, MiniLMEmbedder, build_node_index
+    from glmcot.graph.storage.store import Graph
 
     folder = Path(cache_dir) / "datasets" / (f"{domain}-{scale}-seed{seed}-gen{GENERATOR_VERSION}"
                                              f"-index{RETRIEVAL_FORMAT_VERSION}")

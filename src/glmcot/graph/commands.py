@@ -62,7 +62,7 @@ class ImportProgress:
         key = "nodes" if phase.startswith("nodes ") else phase
         task = self.tasks.get(key)
         if task is None:
-            from glmcot.graph.loading import FILE_PHASES
+            from glmcot.graph.importers.loading import FILE_PHASES
 
             fields = {"unit": "files"} if phase in FILE_PHASES else {}  # the column shows bytes otherwise
             task = self.tasks[key] = self.progress.add_task(phase, total=total, **fields)
@@ -96,7 +96,7 @@ def import_command(
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
     from glmcot.graph.errors import GraphFormatError
-    from glmcot.graph.sources import SourceFormat, import_source
+    from glmcot.graph.importers.sources import SourceFormat, import_source
 
     try:
         chosen_format = SourceFormat(source_format)
@@ -188,9 +188,9 @@ def info_command(
     from rich.table import Table
 
     from glmcot.graph.errors import GraphFormatError
-    from glmcot.graph.store import Graph
+    from glmcot.graph.storage.store import Graph
 
-    from glmcot.graph.store import store_directory
+    from glmcot.graph.storage.store import store_directory
 
     from glmcot.graph.opener import is_database
 
@@ -261,7 +261,7 @@ def export_command(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from glmcot.graph.errors import GraphFormatError
-    from glmcot.graph.store import Graph, store_directory
+    from glmcot.graph.storage.store import Graph, store_directory
 
     if (out is None) == (to is None):
         _fail("give one of --out FILE (graph.json) or --to URL (a graph database)", code=2)
@@ -272,7 +272,7 @@ def export_command(
     if to is not None:
         from dataclasses import asdict
 
-        from glmcot.graph.db_export import export_graph
+        from glmcot.graph.live.db_export import export_graph
         from glmcot.graph.graph_source import SourceUnavailable
 
         with Progress(TextColumn(f"loading into {to}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
@@ -293,7 +293,7 @@ def export_command(
         _fail(f"{out} exists; pass --force to replace it")
     with Progress(TextColumn("exporting nodes"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()) as progress:
         task = progress.add_task("export", total=graph.num_nodes)
-        from glmcot.graph.export import export_graph_json
+        from glmcot.graph.importers.export import export_graph_json
 
         export_graph_json(graph, out, progress=lambda done, total: progress.update(task, completed=done))
     typer.echo(f"wrote {graph.num_nodes:,} nodes, {graph.num_edges:,} edges to {out}")
@@ -315,8 +315,8 @@ def embed_command(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from glmcot.graph.errors import GraphFormatError
-    from glmcot.graph.retrieval import IndexConfig, MiniLMEmbedder, SentenceTransformerEmbedder, build_node_index
-    from glmcot.graph.store import Graph
+    from glmcot.graph.index.retrieval import IndexConfig, MiniLMEmbedder, SentenceTransformerEmbedder, build_node_index
+    from glmcot.graph.storage.store import Graph
 
     try:
         graph = Graph.open(store)
@@ -343,7 +343,7 @@ def embed_command(
 
 def parse_call(text: str) -> tuple[str, list[Any]]:
     """Parse ``Primitive(literal, ...)`` with ``ast``; only literal arguments, never evaluated code."""
-    from glmcot.graph.primitives import PRIMITIVES
+    from glmcot.graph.tools.primitives import PRIMITIVES
 
     try:
         tree = ast.parse(text.strip(), mode="eval")
@@ -389,19 +389,19 @@ def call_command(
     graph = store_of(source) or source
     retriever = None
     if name == "RetrieveNode" and store_of(source) is not None:
-        from glmcot.graph.retrieval import NodeRetriever
+        from glmcot.graph.index.retrieval import NodeRetriever
 
         try:
             retriever = NodeRetriever.open(graph)
         except GraphToolError as error:
             _emit_error(call, error, as_json)
     if graphcot:
-        from glmcot.graph.graphcot import GraphCoTObserver
+        from glmcot.graph.tools.graphcot import GraphCoTObserver
 
         sentence = GraphCoTObserver(source, retriever).observe(name, [str(argument) for argument in arguments])
         typer.echo(json.dumps({"call": call, "result": sentence}, ensure_ascii=False) if as_json else safe_text(sentence))
         return
-    from glmcot.graph.primitives import GraphTools
+    from glmcot.graph.tools.primitives import GraphTools
 
     tools = GraphTools(source, retriever=retriever, neighbour_limit=limit or None)
     try:
@@ -449,13 +449,13 @@ def update_command(
     """Apply upserts and deletes as one new numbered version (a delta over the base; all or nothing)."""
     import itertools
 
-    from glmcot.graph.changes import read_changes
+    from glmcot.graph.updates.changes import read_changes
     from glmcot.graph.errors import GraphFormatError
-    from glmcot.graph.versions import apply_update
+    from glmcot.graph.updates.versions import apply_update
 
     from glmcot.graph.opener import is_database
-    from glmcot.graph.store import Graph
-    from glmcot.graph.versions import reverse_suffix_of
+    from glmcot.graph.storage.store import Graph
+    from glmcot.graph.updates.versions import reverse_suffix_of
 
     if is_database(store):
         _fail(f"{store} is a graph database: `glmcot graph update` writes to stores only so far; change the "
@@ -496,7 +496,7 @@ def compact_command(
     import time
 
     from glmcot.graph.errors import GraphFormatError
-    from glmcot.graph.versions import compact
+    from glmcot.graph.updates.versions import compact
 
     started = time.perf_counter()
     try:

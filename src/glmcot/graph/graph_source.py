@@ -1,8 +1,8 @@
 """`GraphSource`: the one interface every consumer reads a graph through (docs/contracts.md).
 
 A source answers the five primitives' questions about one graph, wherever it lives: the
-memory-mapped store (`StoreSource`, here), a FalkorDB graph (graph/falkordb_source.py) or a
-SPARQL endpoint (graph/sparql_source.py). Consumers resolve an id once to a `NodeRef` (an opaque
+memory-mapped store (`StoreSource`, here), a FalkorDB graph (graph/live/falkordb_source.py) or a
+SPARQL endpoint (graph/live/sparql_source.py). Consumers resolve an id once to a `NodeRef` (an opaque
 handle: the store's node index, a database's id string) and ask about the ref, so the store keeps
 its direct index path and pays nothing for the seam.
 
@@ -96,7 +96,7 @@ class ChunkRelation:
 
 @dataclass(frozen=True)
 class ChunkView:
-    """What a vertex chunk shows; rendering it is graph/chunks.py's job, the same on every source."""
+    """What a vertex chunk shows; rendering it is graph/tools/chunks.py's job, the same on every source."""
 
     node_id: str
     node_type: str

@@ -52,14 +52,14 @@ def open_source(location: Any) -> GraphSource:
     that is no store and SourceUnavailable naming the URL for a database that cannot be reached."""
     kind = location_kind(location)
     if kind is LocationKind.FALKORDB:
-        from glmcot.graph.falkordb_source import open_falkordb
+        from glmcot.graph.live.falkordb_source import open_falkordb
 
         return open_falkordb(str(location))
     if kind is LocationKind.SPARQL:
-        from glmcot.graph.sparql_source import open_sparql
+        from glmcot.graph.live.sparql_source import open_sparql
 
         return open_sparql(str(location))
-    from glmcot.graph.store import Graph, store_directory
+    from glmcot.graph.storage.store import Graph, store_directory
 
     return StoreSource(Graph.open(store_directory(Path(location))))
 

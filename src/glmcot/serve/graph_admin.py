@@ -98,7 +98,7 @@ def close_when_idle(runtime: Runtime, context: Any) -> None:
 
 def store_version(graph_dir: Path) -> int | None:
     from glmcot.graph.errors import GraphFormatError
-    from glmcot.graph.versions import VersionInfo
+    from glmcot.graph.updates.versions import VersionInfo
 
     try:
         return VersionInfo.read(Path(graph_dir)).version

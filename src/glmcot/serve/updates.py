@@ -1,6 +1,6 @@
 """`POST /v1/graphs/{name}/update`: apply graph changes while the server answers questions.
 
-The update commits a new version of the store (graph/versions.py), then the server opens a new
+The update commits a new version of the store (graph/updates/versions.py), then the server opens a new
 agent context on it (graph, RetrieveNode service, sandbox pool) and swaps it in. Questions
 already running keep the context they started with, so they finish on their starting version;
 the old context closes once the last of them is done. RetrieveNode cache entries the update
@@ -63,10 +63,10 @@ def _close_when_idle(runtime: Any, context: Any, timeout_s: float) -> None:
 
 
 def _apply(runtime: Any, name: str, operations: list[dict]) -> dict:
-    from glmcot.graph.delta import parse_operation
+    from glmcot.graph.updates.delta import parse_operation
     from glmcot.graph.errors import GraphFormatError
-    from glmcot.graph.index_updates import surviving
-    from glmcot.graph.versions import apply_update
+    from glmcot.graph.index.index_updates import surviving
+    from glmcot.graph.updates.versions import apply_update
 
     lock = _locks.setdefault(name, threading.Lock())
     with lock:

@@ -226,7 +226,7 @@ def graph_dir(path: Path) -> Path:
         raise SetupError(f"graph folder not found: {path}")
     if not path.is_dir():
         raise SetupError(f"--graph must be a folder (a graph store), got a file: {path}")
-    from glmcot.graph.store import store_directory
+    from glmcot.graph.storage.store import store_directory
 
     return store_directory(path)
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from glmcot.graph.chunks import render_source_chunk
+from glmcot.graph.tools.chunks import render_source_chunk
 from glmcot.graph.errors import GraphToolError
-from glmcot.graph.primitives import PRIMITIVES, GraphTools, NeighbourList
+from glmcot.graph.tools.primitives import PRIMITIVES, GraphTools, NeighbourList
 
 # each primitive's arguments, in the order the agents' code passes them
 PRIMITIVE_ARGUMENTS: dict[str, tuple[str, ...]] = {

@@ -270,7 +270,7 @@ def _no_retrieval(text: str) -> str:
 class SandboxExecutor:
     """A pool of `workers` sandbox processes over the graph at `graph_dir`. Thread-safe.
 
-    `version` ({"version", "base", "delta"}, graph/versions.py) pins every worker of the pool,
+    `version` ({"version", "base", "delta"}, graph/updates/versions.py) pins every worker of the pool,
     those started later included, to one version of an updated store; without it a worker opens
     the version committed when it starts. With `source` (a live GraphSource) instead of a store,
     workers open nothing and the parent answers their primitive calls from the source."""
@@ -284,7 +284,7 @@ class SandboxExecutor:
         self.source = source
         self._tools = None
         if source is not None:
-            from glmcot.graph.primitives import GraphTools
+            from glmcot.graph.tools.primitives import GraphTools
 
             self.graph_dir = PROXY
             self._tools = GraphTools(source, retriever=None, neighbour_limit=self.limits.neighbour_limit)

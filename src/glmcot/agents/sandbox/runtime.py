@@ -117,7 +117,7 @@ class SnippetRuntime:
     records)."""
 
     def __init__(self, graph, conn, options: dict):
-        from glmcot.graph.primitives import PRIMITIVES, GraphTools, GraphToolError
+        from glmcot.graph.tools.primitives import PRIMITIVES, GraphTools, GraphToolError
 
         self.graph = graph
         self.conn = conn
@@ -141,7 +141,7 @@ class SnippetRuntime:
 
     def _remote(self, name: str):
         from glmcot.graph import errors
-        from glmcot.graph.primitives import NeighbourList
+        from glmcot.graph.tools.primitives import NeighbourList
 
         def call(*args, **kwargs):
             try:

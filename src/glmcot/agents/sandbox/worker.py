@@ -84,7 +84,7 @@ def main(conn, graph_dir: str, options: dict) -> None:  # pragma: no cover - run
             pinned = options.get("version")
             if pinned is not None:  # the version of the question this worker serves, never a newer one
                 from glmcot.graph.graph_source import StoreSource
-                from glmcot.graph.versions import VersionInfo, open_version
+                from glmcot.graph.updates.versions import VersionInfo, open_version
 
                 graph = StoreSource(open_version(graph_dir, VersionInfo(int(pinned["version"]), str(pinned["base"]),
                                                                         pinned["delta"])))

@@ -173,7 +173,7 @@ class SynthGraph:
         StoreWriter stamps a random store_id and the wall-clock time into manifest.json; for
         byte-identical output the manifest is rewritten with a content hash as store_id and a
         fixed creation stamp (the generator's source block says so)."""
-        from glmcot.graph.writer import StoreWriter
+        from glmcot.graph.storage.writer import StoreWriter
 
         out_dir = Path(out_dir)
         with StoreWriter(out_dir, source=source) as writer:

@@ -8,8 +8,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from glmcot.graph.importer import TYPE_SUFFIX
-from glmcot.graph.store import Graph
+from glmcot.graph.importers.importer import TYPE_SUFFIX
+from glmcot.graph.storage.store import Graph
 
 
 def export_graph_json(

@@ -1,5 +1,5 @@
 """Writing a graph store: `StoreWriter` stages nodes, features and edges, then writes the
-layout (graph/layout.py) into a temporary directory renamed into place on success."""
+layout (graph/storage/layout.py) into a temporary directory renamed into place on success."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from glmcot.graph.domains import default_text_key
+from glmcot.graph.storage.domains import default_text_key
 from glmcot.graph.errors import GraphFormatError
-from glmcot.graph.idhash import ID_HASH_NAME, find_duplicate, hash_ids
-from glmcot.graph.layout import (
+from glmcot.graph.storage.idhash import ID_HASH_NAME, find_duplicate, hash_ids
+from glmcot.graph.storage.layout import (
     ENCODING,
     ENCODING_ERRORS,
     STORE_FORMAT,

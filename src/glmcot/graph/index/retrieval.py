@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 from glmcot.graph.errors import GraphToolError, RetrievalUnavailable
-from glmcot.graph.store import Graph
+from glmcot.graph.storage.store import Graph
 
 RETRIEVAL_DIR = "retrieval"
 RETRIEVAL_FORMAT_VERSION = "1.0"
@@ -398,7 +398,7 @@ class NodeRetriever:
         self._lock = threading.Lock()
 
     # How the index of an updated store opens (base index plus an overlay of changed nodes):
-    # glmcot.graph.index_updates sets it when the package is imported.
+    # glmcot.graph.index.index_updates sets it when the package is imported.
     open_updated: ClassVar[Callable[..., "NodeRetriever"] | None] = None
 
     @classmethod
@@ -417,7 +417,7 @@ class NodeRetriever:
         if delta is not None and (delta.nodes or delta.edges):  # an updated store: base index + overlay
             if NodeRetriever.open_updated is None:
                 raise RetrievalUnavailable(f"{graph.directory} is an updated store, and "
-                                           "glmcot.graph.index_updates is not loaded")
+                                           "glmcot.graph.index.index_updates is not loaded")
             return NodeRetriever.open_updated(graph, embedder=embedder, cache=cache, device=device)
         directory = graph.directory / RETRIEVAL_DIR
         meta_path = directory / "meta.json"

@@ -1,12 +1,12 @@
 """`glmcot graph export STORE --to URL`: load a store (any version of it) into a graph database,
-in the layout its source reads (graph/cypher_source.py, graph/sparql_source.py)."""
+in the layout its source reads (graph/live/cypher_source.py, graph/live/sparql_source.py)."""
 
 from __future__ import annotations
 
 import json
 
-from glmcot.graph.cypher_source import DANGLING_LABEL, NODE_LABEL, SCHEMA_LABEL
-from glmcot.graph.export_records import ExportReport, Progress, check_names, edge_records, node_records
+from glmcot.graph.live.cypher_source import DANGLING_LABEL, NODE_LABEL, SCHEMA_LABEL
+from glmcot.graph.live.export_records import ExportReport, Progress, check_names, edge_records, node_records
 from glmcot.graph.graph_source import StoreSource
 
 def _cypher_name(name: str) -> str:
@@ -16,7 +16,7 @@ def _cypher_name(name: str) -> str:
 def export_to_falkordb(graph, location: str, overwrite: bool = False, progress: Progress | None = None) -> ExportReport:
     import time
 
-    from glmcot.graph.falkordb_source import FalkorLocation, FalkorRunner
+    from glmcot.graph.live.falkordb_source import FalkorLocation, FalkorRunner
 
     started = time.perf_counter()
     target = FalkorLocation.parse(location)
@@ -96,7 +96,7 @@ def export_graph(graph, location: str, overwrite: bool = False, progress: Progre
     if kind is LocationKind.FALKORDB:
         return export_to_falkordb(graph, location, overwrite, progress)
     if kind is LocationKind.SPARQL:
-        from glmcot.graph.sparql_source import export_to_sparql
+        from glmcot.graph.live.sparql_source import export_to_sparql
 
         return export_to_sparql(graph, location, overwrite, progress)
     raise ValueError(f"export writes to a database: give falkordb://HOST:PORT/GRAPH or sparql+http://HOST:PORT/..., got {location!r}")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from glmcot.graph.writer import StoreWriter
+from glmcot.graph.storage.writer import StoreWriter
 
 DANGLING_EXAMPLES = 10
 # Tables and triples store each edge backwards too, as <relation>_reverse, so every relation can

@@ -2,8 +2,8 @@
 
 A delta is the cumulative difference between the base store and one version: for each changed
 node its type and its complete feature set (or a deletion mark), and for each changed (node,
-relation) its complete neighbour list. Readers merge it over the base (graph/merged.py); a
-compaction writes base + delta as a new base (graph/versions.py).
+relation) its complete neighbour list. Readers merge it over the base (graph/updates/merged.py); a
+compaction writes base + delta as a new base (graph/updates/versions.py).
 
 Operations, one JSON object per line in an update file (``.jsonl``)::
 
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from glmcot.graph.errors import GraphFormatError
-from glmcot.graph.values import has_lone_surrogate, value_kind, value_problem
+from glmcot.graph.storage.values import has_lone_surrogate, value_kind, value_problem
 
 OPS = ("upsert_node", "delete_node", "upsert_edge", "delete_edge")
 DELTA_FORMAT = "glmcot.graph-delta/1"
@@ -212,7 +212,7 @@ class DeltaBuilder:
         getattr(self, f"_{operation.op}")(operation)
 
     def _checked_value(self, operation: Operation, node_type: str, name: str, value: Any) -> Any:
-        """The value as its column stores it. A column keeps one kind (graph/values.py): a json
+        """The value as its column stores it. A column keeps one kind (graph/storage/values.py): a json
         column takes any value, a float column takes whole numbers as floats, and any other
         mismatch is refused (compaction would otherwise retype the whole column)."""
         kind = value_kind(value)

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from glmcot.graph.chunks import DEFAULT_CHUNK_CONFIG, ChunkConfig, render_source_chunk
+from glmcot.graph.tools.chunks import DEFAULT_CHUNK_CONFIG, ChunkConfig, render_source_chunk
 from glmcot.graph.errors import (
     FeatureNotFound,
     GraphToolError,
@@ -22,7 +22,7 @@ from glmcot.graph.errors import (
     RetrievalUnavailable,
 )
 from glmcot.graph.graph_source import GraphSource, NodeRef, as_source
-from glmcot.graph.values import fresh
+from glmcot.graph.storage.values import fresh
 
 PRIMITIVES = ("RetrieveNode", "NodeInfo", "NodeFeature", "NeighbourCheck", "NodeDegree")
 

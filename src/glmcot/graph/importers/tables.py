@@ -32,12 +32,12 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from glmcot.graph.apoc import is_apoc_header, split_apoc
+from glmcot.graph.importers.apoc import is_apoc_header, split_apoc
 from glmcot.graph.errors import GraphFormatError
-from glmcot.graph.idindex import IdIndex, encode_ids
-from glmcot.graph.loading import DEFAULT_REVERSE_SUFFIX, Dangling, ImportSummary, ProgressCallback, TypeRanges, add_grouped_edges
-from glmcot.graph.text_keys import COMPOSITE_FEATURE, TextKeyChoice, choose_text_key, composite_parts, join_parts
-from glmcot.graph.writer import StoreWriter
+from glmcot.graph.importers.idindex import IdIndex, encode_ids
+from glmcot.graph.importers.loading import DEFAULT_REVERSE_SUFFIX, Dangling, ImportSummary, ProgressCallback, TypeRanges, add_grouped_edges
+from glmcot.graph.importers.text_keys import COMPOSITE_FEATURE, TextKeyChoice, choose_text_key, composite_parts, join_parts
+from glmcot.graph.storage.writer import StoreWriter
 
 TABLE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".parquet", ".pq")
 ARRAY_DELIMITER = ";"

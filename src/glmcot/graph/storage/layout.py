@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from glmcot.graph.errors import GraphFormatError
-from glmcot.graph.idhash import ID_HASH_NAME, hash_id
+from glmcot.graph.storage.idhash import ID_HASH_NAME, hash_id
 
 STORE_FORMAT = "glmcot.graph"
 # 1.1 added nodes/id_directory.npy; 1.2 added dangling neighbour ids (edges/r<R>.dangling_*) and

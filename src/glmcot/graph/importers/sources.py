@@ -8,8 +8,8 @@ from dataclasses import asdict
 from enum import Enum
 from pathlib import Path
 
-from glmcot.graph.loading import DEFAULT_REVERSE_SUFFIX, ProgressCallback
-from glmcot.graph.tables import TABLE_SUFFIXES
+from glmcot.graph.importers.loading import DEFAULT_REVERSE_SUFFIX, ProgressCallback
+from glmcot.graph.importers.tables import TABLE_SUFFIXES
 
 
 class SourceFormat(str, Enum):
@@ -88,7 +88,7 @@ def import_source(
 def _check_output(paths: list[Path], out_dir: Path, overwrite: bool) -> dict | None:
     """What an import at ``out_dir`` replaces (None: nothing). Only a glmcot store is replaced,
     and never one holding or being the import's own source."""
-    from glmcot.graph.writer import store_manifest
+    from glmcot.graph.storage.writer import store_manifest
 
     out = out_dir.resolve()
     for path in paths:
@@ -110,7 +110,7 @@ def _check_output(paths: list[Path], out_dir: Path, overwrite: bool) -> dict | N
 def _import(paths, out_dir, kind, overwrite, batch_size, reverse_suffix, text_keys, text_predicate, id_prefix,
             progress, max_depth, max_expansion, lang) -> dict:
     if kind is SourceFormat.JSON:
-        from glmcot.graph.importer import import_graph_json
+        from glmcot.graph.importers.importer import import_graph_json
 
         depth = {} if max_depth is None else {"max_depth": max_depth}
         report = import_graph_json(paths[0], out_dir, overwrite=overwrite, batch_size=batch_size, progress=progress,
@@ -120,11 +120,11 @@ def _import(paths, out_dir, kind, overwrite, batch_size, reverse_suffix, text_ke
         result.setdefault("input_bytes", paths[0].stat().st_size)
         return result
     if kind is SourceFormat.TABLES:
-        from glmcot.graph.tables import import_tables
+        from glmcot.graph.importers.tables import import_tables
 
         return asdict(import_tables(paths, out_dir, overwrite=overwrite, batch_rows=max(batch_size, 1024),
                                     reverse_suffix=reverse_suffix, text_keys=text_keys, progress=progress))
-    from glmcot.graph.triples import DEFAULT_LANG, DEFAULT_MAX_EXPANSION, import_triples
+    from glmcot.graph.importers.triples import DEFAULT_LANG, DEFAULT_MAX_EXPANSION, import_triples
 
     return asdict(import_triples(paths[0], out_dir, overwrite=overwrite, text_predicate=text_predicate or None,
                                  id_prefix=id_prefix, reverse_suffix=reverse_suffix, progress=progress,

@@ -16,15 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from glmcot.graph.delta import Delta
-from glmcot.graph.domains import default_text_key
+from glmcot.graph.updates.delta import Delta
+from glmcot.graph.storage.domains import default_text_key
 from glmcot.graph.errors import FeatureNotFound, NodeNotFound, RelationNotFound
-from glmcot.graph.store import Graph
-from glmcot.graph.values import fresh, value_kind
+from glmcot.graph.storage.store import Graph
+from glmcot.graph.storage.values import fresh, value_kind
 
 
 class MergedGraph(Graph):
-    """A base store plus a delta; read-only. Open with ``open_version`` (graph/versions.py)."""
+    """A base store plus a delta; read-only. Open with ``open_version`` (graph/updates/versions.py)."""
 
     def __init__(self, directory: Path, manifest: dict, delta: Delta, version: int, root: Path):
         super().__init__(directory, manifest)
@@ -332,8 +332,8 @@ class MergedGraph(Graph):
 
     # versions --------------------------------------------------------------------------------------
     def content_digest(self, node_id: str, config=None) -> str:
-        """A digest of the node's vertex chunk text: part of its reuse key (graph/chunks.py)."""
-        from glmcot.graph.chunks import DEFAULT_CHUNK_CONFIG, render_chunk
+        """A digest of the node's vertex chunk text: part of its reuse key (graph/tools/chunks.py)."""
+        from glmcot.graph.tools.chunks import DEFAULT_CHUNK_CONFIG, render_chunk
 
         text = render_chunk(self, node_id, config or DEFAULT_CHUNK_CONFIG)
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]

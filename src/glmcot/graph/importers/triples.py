@@ -22,7 +22,7 @@ The rule (docs/graph-formats.md):
   lists them under ``merged_predicates``;
 - each type's text key is the first label predicate it has (``text_predicate`` if given, then
   ``rdfs:label``, ``skos:prefLabel``, ``schema:name``, ``foaf:name``), else the rule of
-  graph/text_keys.py;
+  graph/importers/text_keys.py;
 - an RDF graph is a set: identical triples count once (the import reports how many it dropped);
 - a ``.gz`` may expand to at most ``max_expansion`` (default 200) times its size, past the
   first 256 MiB (``--max-expansion``; 0: no bound), so a gzip bomb stops with a clear error.
@@ -45,9 +45,9 @@ import numpy as np
 import pyoxigraph as ox
 
 from glmcot.graph.errors import GraphFormatError
-from glmcot.graph.loading import DEFAULT_REVERSE_SUFFIX, CountingReader, import_paths, ImportSummary, ProgressCallback, TypeRanges, add_grouped_edges
-from glmcot.graph.text_keys import TextKeyChoice, choose_text_key
-from glmcot.graph.writer import StoreWriter
+from glmcot.graph.importers.loading import DEFAULT_REVERSE_SUFFIX, CountingReader, import_paths, ImportSummary, ProgressCallback, TypeRanges, add_grouped_edges
+from glmcot.graph.importers.text_keys import TextKeyChoice, choose_text_key
+from glmcot.graph.storage.writer import StoreWriter
 
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"

@@ -1,5 +1,5 @@
 """FalkorDB behind the seam: a `CypherRunner` over the `falkordb` client, and the URL form
-``falkordb://HOST:PORT/GRAPH`` (graph/cypher_source.py has the queries and the layout)."""
+``falkordb://HOST:PORT/GRAPH`` (graph/live/cypher_source.py has the queries and the layout)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from glmcot.graph.cypher_source import CypherSource
+from glmcot.graph.live.cypher_source import CypherSource
 from glmcot.graph.graph_source import SourceUnavailable
 
 URL_PATTERN = re.compile(r"^falkordb:/{1,2}(?P<host>[^/:]+)(?::(?P<port>\d+))?/(?P<graph>[A-Za-z0-9_.\-]+)/?$")

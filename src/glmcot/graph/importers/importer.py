@@ -31,9 +31,9 @@ import ijson
 import numpy as np
 
 from glmcot.graph.errors import GraphFormatError
-from glmcot.graph.idhash import find_duplicate, hash_ids
-from glmcot.graph.loading import CountingReader, ProgressCallback, import_paths
-from glmcot.graph.writer import NULL, StoreWriter
+from glmcot.graph.storage.idhash import find_duplicate, hash_ids
+from glmcot.graph.importers.loading import CountingReader, ProgressCallback, import_paths
+from glmcot.graph.storage.writer import NULL, StoreWriter
 
 TYPE_SUFFIX = "_nodes"
 _BUFFER = 1 << 16

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-MAX_DEPTH = 64  # JSON levels inside one value, as the importer (graph/importer.py DEFAULT_MAX_DEPTH)
+MAX_DEPTH = 64  # JSON levels inside one value, as the importer (graph/importers/importer.py DEFAULT_MAX_DEPTH)
 
 KINDS = ("str", "int", "float", "bool", "list", "json")
 
@@ -25,7 +25,7 @@ def fresh(value: Any) -> Any:
 
 
 def value_kind(value: Any) -> str:
-    """The column kind a value is stored in (graph/writer.py): list means a list of strings."""
+    """The column kind a value is stored in (graph/storage/writer.py): list means a list of strings."""
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, int):

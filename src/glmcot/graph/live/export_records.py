@@ -1,5 +1,5 @@
 """What an export to a graph database writes, read from any store view: nodes and edges as
-records in store order (graph/db_export.py loads them into FalkorDB, graph/sparql_source.py into
+records in store order (graph/live/db_export.py loads them into FalkorDB, graph/live/sparql_source.py into
 a SPARQL endpoint)."""
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from glmcot.graph.idhash import find_duplicate, hash_ids
-from glmcot.graph.layout import ENCODING, ENCODING_ERRORS, offsets_from_lengths
+from glmcot.graph.storage.idhash import find_duplicate, hash_ids
+from glmcot.graph.storage.layout import ENCODING, ENCODING_ERRORS, offsets_from_lengths
 
 
 def encode_ids(ids: list[str]) -> tuple[bytes, np.ndarray]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from glmcot.graph.graph_source import StoreSource, ranked_neighbours, require
-from glmcot.graph.store import Graph
+from glmcot.graph.storage.store import Graph
 
 CHUNK_RENDERER_VERSION = "vc1"
 

@@ -1,5 +1,5 @@
 """The operations of an update, read from any supported source: JSON Lines of operations
-(graph/delta.py), node and edge tables (rows are upserts), or N-Triples (triples are upserts)."""
+(graph/updates/delta.py), node and edge tables (rows are upserts), or N-Triples (triples are upserts)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from glmcot.graph.delta import Operation, read_operations
+from glmcot.graph.updates.delta import Operation, read_operations
 from glmcot.graph.errors import GraphFormatError
-from glmcot.graph.tables import TABLE_SUFFIXES, _id_strings, _labels, column_values, find_tables, iter_batches, read_layout
-from glmcot.graph.triples import DEFAULT_MAX_EXPANSION, DEFAULT_TYPE, RDFS_LABEL, collect_triples
+from glmcot.graph.importers.tables import TABLE_SUFFIXES, _id_strings, _labels, column_values, find_tables, iter_batches, read_layout
+from glmcot.graph.importers.triples import DEFAULT_MAX_EXPANSION, DEFAULT_TYPE, RDFS_LABEL, collect_triples
 
 _ROWS = 65_536
 

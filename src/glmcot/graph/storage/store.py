@@ -1,4 +1,4 @@
-"""Reading a graph store: `Graph`, read-only and memory-mapped (graph/layout.py). Opening reads
+"""Reading a graph store: `Graph`, read-only and memory-mapped (graph/storage/layout.py). Opening reads
 only the manifest and maps files lazily."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from glmcot.graph.errors import FeatureNotFound, GraphFormatError, NodeNotFound, RelationNotFound
-from glmcot.graph.layout import (
+from glmcot.graph.storage.layout import (
     ENCODING,
     ENCODING_ERRORS,
     ID_HASHES,
@@ -167,7 +167,7 @@ class Graph:
         self._columns: dict[tuple[str, str], _FeatureColumn] = {}
         self._relations: dict[tuple[str, str], _Relation] = {}
 
-    # How an updated store (a CURRENT.json over numbered versions) opens: glmcot.graph.versions
+    # How an updated store (a CURRENT.json over numbered versions) opens: glmcot.graph.updates.versions
     # sets it when the package is imported, so this reader never imports the layers built on it.
     open_committed_version: ClassVar[Callable[[Path], "Graph"] | None] = None
 
@@ -176,7 +176,7 @@ class Graph:
         directory = Path(directory)
         if follow_updates and (directory / "CURRENT.json").is_file():
             if Graph.open_committed_version is None:
-                raise GraphFormatError(f"{directory} is an updated store, and glmcot.graph.versions is not loaded")
+                raise GraphFormatError(f"{directory} is an updated store, and glmcot.graph.updates.versions is not loaded")
             return Graph.open_committed_version(directory)
         manifest_path = directory / "manifest.json"
         if not manifest_path.is_file():

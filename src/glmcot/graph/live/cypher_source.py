@@ -1,11 +1,11 @@
 """A `GraphSource` over an openCypher database, driver-agnostic.
 
 `CypherSource` holds the queries; a `CypherRunner` (one method: run a query with parameters, give
-rows) connects them to a driver: FalkorDB's in graph/falkordb_source.py. A Bolt runner (Neo4j,
+rows) connects them to a driver: FalkorDB's in graph/live/falkordb_source.py. A Bolt runner (Neo4j,
 Memgraph) would be the same few lines over the `neo4j` driver; none ships, because no test here
 could run it against a real server.
 
-The graph layout `glmcot graph export` writes (graph/db_export.py), documented in docs/contracts.md:
+The graph layout `glmcot graph export` writes (graph/live/db_export.py), documented in docs/contracts.md:
 - `(:GlmcotSchema {json, version, store})`: the schema (graph_source.Schema as JSON), a version
   counter that every update through glmcot raises, and the exported store's id;
 - every node `(:Node:<type> {_id, _type, _text, _degree, _order, _absent, _nulls, <features>})`:
@@ -75,7 +75,7 @@ class CypherNode:
 
 
 def relation_error(node_type: str, node_id: str, relation: str, schema: Schema) -> RelationNotFound:
-    """The store's message for an unknown relation, word for word (graph/store.py)."""
+    """The store's message for an unknown relation, word for word (graph/storage/store.py)."""
     entry = schema.type(node_type)
     hint = " (that is a feature; use NodeFeature)" if relation in entry.features else ""
     return RelationNotFound(f"{node_type} node {node_id!r} has no relation {relation!r}{hint}; "

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from glmcot.graph.cypher_source import MAX_ID_CHARS, relation_error
+from glmcot.graph.live.cypher_source import MAX_ID_CHARS, relation_error
 from glmcot.graph.graph_source import (ChunkRelation, ChunkView, LiveNodeRefs, Neighbours, Schema,
                                        SourceUnavailable)
 
@@ -331,7 +331,7 @@ def _safe_text(text: str) -> str:
 def export_to_sparql(graph, location: str, overwrite: bool = False, progress=None):
     from pyoxigraph import BlankNode, Literal, NamedNode, RdfFormat, Triple, serialize
 
-    from glmcot.graph.export_records import ExportReport, check_names, edge_records, node_records
+    from glmcot.graph.live.export_records import ExportReport, check_names, edge_records, node_records
     from glmcot.graph.graph_source import StoreSource
 
     started = time.perf_counter()

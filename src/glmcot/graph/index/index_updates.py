@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from glmcot.graph.delta import ApplyReport
-from glmcot.graph.retrieval import (
+from glmcot.graph.updates.delta import ApplyReport
+from glmcot.graph.index.retrieval import (
     MAX_TEXT_CHARS,
     RETRIEVAL_DIR,
     RETRIEVAL_FORMAT_VERSION,
@@ -31,7 +31,7 @@ from glmcot.graph.retrieval import (
     RetrieveNodeCache,
     _make_index,
 )
-from glmcot.graph.store import Graph
+from glmcot.graph.storage.store import Graph
 
 OVERLAY = "overlay-v{version:06d}.npz"
 

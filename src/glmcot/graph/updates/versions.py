@@ -3,7 +3,7 @@
 Layout inside a store directory (its own files are version 0's base)::
 
     CURRENT.json          {"version": N, "base": "." | "bases/vN", "delta": "deltas/vN.json" | null}
-    deltas/vN.json        the cumulative delta of version N against its base (graph/delta.py)
+    deltas/vN.json        the cumulative delta of version N against its base (graph/updates/delta.py)
     bases/vN/             a base written by compaction (the usual store layout)
 
 Every step writes new files first and commits by replacing ``CURRENT.json`` (write, fsync,
@@ -28,10 +28,10 @@ from pathlib import Path
 import numpy as np
 
 from glmcot.files import write_json_atomic
-from glmcot.graph.delta import ApplyReport, Delta, DeltaBuilder, Operation
+from glmcot.graph.updates.delta import ApplyReport, Delta, DeltaBuilder, Operation
 from glmcot.graph.errors import GraphFormatError
-from glmcot.graph.store import Graph
-from glmcot.graph.writer import NULL, StoreWriter
+from glmcot.graph.storage.store import Graph
+from glmcot.graph.storage.writer import NULL, StoreWriter
 
 CURRENT = "CURRENT.json"
 VERSIONS_FORMAT = "glmcot.graph-versions/1"
@@ -71,8 +71,8 @@ class VersionInfo:
 def open_version(root: str | os.PathLike, info: VersionInfo | None = None) -> Graph:
     """The committed version of a store (or the version ``info`` names): a plain `Graph` before
     any update, else a `MergedGraph`. Its ``pinned_version`` names the files it was opened from,
-    so another process can open exactly the same version (graph/versions.py pins)."""
-    from glmcot.graph.merged import MergedGraph
+    so another process can open exactly the same version (graph/updates/versions.py pins)."""
+    from glmcot.graph.updates.merged import MergedGraph
 
     root = Path(root)
     info = info or VersionInfo.read(root)
@@ -261,7 +261,7 @@ def _apply_update(root: Path, operations: Iterable[Operation], crash: CrashHook,
                 key = merged_view.text_key(node_type)
                 if key is not None:
                     return key
-            from glmcot.graph.domains import default_text_key
+            from glmcot.graph.storage.domains import default_text_key
 
             return default_text_key(node_type, [{"name": name, "kind": "str" if isinstance(value, str) else "x"}
                                                  for name, value in features.items()])
@@ -280,8 +280,8 @@ def _apply_update(root: Path, operations: Iterable[Operation], crash: CrashHook,
         delta_bytes = (root / delta_name).stat().st_size
         crash("delta-written")
         new_info = VersionInfo(version, info.base, delta_name)
-        from glmcot.graph.index_updates import has_node_index, update_node_index
-        from glmcot.graph.merged import MergedGraph
+        from glmcot.graph.index.index_updates import has_node_index, update_node_index
+        from glmcot.graph.updates.merged import MergedGraph
 
         embedded = 0
         if has_node_index(base):  # the node index follows: embed only new and renamed nodes
@@ -304,7 +304,7 @@ def compact(root: str | os.PathLike, crash: CrashHook = _no_crash) -> int:
         base_name = f"bases/v{version:06d}"
         (root / "bases").mkdir(exist_ok=True)
         mapping = write_merged(graph, root / base_name)
-        from glmcot.graph.index_updates import compact_node_index
+        from glmcot.graph.index.index_updates import compact_node_index
 
         compact_node_index(graph, Graph.open(root / base_name, follow_updates=False), mapping)
         crash("base-written")

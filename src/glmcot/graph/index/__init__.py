@@ -1,0 +1,1 @@
+"""The node index behind RetrieveNode: embeddings, FAISS, the query cache, update overlays."""

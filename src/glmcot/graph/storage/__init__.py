@@ -1,0 +1,1 @@
+"""The memory-mapped store: layout, reader, writer, id hashing, feature values, text keys."""

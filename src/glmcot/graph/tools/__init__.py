@@ -1,0 +1,1 @@
+"""What agents call: the five primitives, vertex chunks and Graph-CoT's observation sentences."""

@@ -1,0 +1,1 @@
+"""Updates: operations and their sources, deltas over an immutable base, numbered versions."""
